@@ -1,0 +1,125 @@
+"""One database handle for SQLite and PostgreSQL, with short write transactions.
+
+SQLite allows one writer at a time. Two writers in one process would meet in
+SQLite's busy handler, which sleeps in steps of up to 100 ms: a latency cliff for
+a scheduler that promises millisecond launches. So every write transaction of a
+process goes through one in-process lock first (and `BEGIN IMMEDIATE`, so the
+file lock is taken at BEGIN and two transactions cannot both read "free"); other
+processes (a CLI command beside the daemon) still wait in `busy_timeout`.
+Reads use deferred transactions, which WAL lets run beside the writer.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.engine import Connection, Engine, make_url
+
+_WRITE = "looms_write"
+
+
+class Database:
+    """An engine plus the write discipline of its backend.
+
+    Args:
+        url: a SQLAlchemy URL (`sqlite:///path`, `postgresql+psycopg://...`).
+        sqlite_synchronous: `FULL` (default: a committed event survives power loss)
+            or `NORMAL` (survives a process crash only; faster).
+        busy_timeout_ms: how long a SQLite writer waits for another process.
+        pool_size: connections kept open.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        sqlite_synchronous: str = "FULL",
+        busy_timeout_ms: int = 10_000,
+        pool_size: int = 8,
+        connect_timeout_s: float = 10.0,
+    ) -> None:
+        parsed = make_url(url)
+        self.url = parsed
+        self.is_sqlite = parsed.get_backend_name() == "sqlite"
+        self._write_lock = threading.RLock()
+        if self.is_sqlite:
+            self.engine = _sqlite_engine(
+                parsed, synchronous=sqlite_synchronous, busy_timeout_ms=busy_timeout_ms,
+                pool_size=pool_size,
+            )
+        else:
+            self.engine = sa.create_engine(
+                parsed,
+                pool_size=pool_size,
+                max_overflow=pool_size * 2,
+                pool_pre_ping=True,
+                connect_args={"connect_timeout": int(connect_timeout_s)},
+            )
+
+    @property
+    def dialect(self) -> str:
+        return self.url.get_backend_name()
+
+    @contextmanager
+    def write(self) -> Iterator[Connection]:
+        """A write transaction: committed on normal exit, rolled back on an exception."""
+        with self._write_lock, self.engine.connect() as conn:
+            conn = conn.execution_options(**{_WRITE: True})
+            with conn.begin():
+                yield conn
+
+    @contextmanager
+    def read(self) -> Iterator[Connection]:
+        """A read transaction (a consistent snapshot on both backends)."""
+        with self.engine.connect() as conn, conn.begin():
+            yield conn
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+    def checked_out(self) -> int:
+        """Connections currently checked out of the pool (tests assert none leak)."""
+        pool: Any = self.engine.pool
+        return int(pool.checkedout()) if hasattr(pool, "checkedout") else 0
+
+
+def _sqlite_engine(
+    url: sa.URL, *, synchronous: str, busy_timeout_ms: int, pool_size: int
+) -> Engine:
+    if synchronous.upper() not in {"FULL", "NORMAL", "EXTRA"}:
+        raise ValueError(f"sqlite synchronous must be FULL, NORMAL or EXTRA, not {synchronous!r}")
+    engine = sa.create_engine(
+        url,
+        # The driver's own transaction handling is switched off; BEGIN is ours.
+        connect_args={
+            "check_same_thread": False,
+            "isolation_level": None,
+            "timeout": busy_timeout_ms / 1000,
+        },
+        pool_size=pool_size,
+        max_overflow=pool_size * 2,
+    )
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        cursor = dbapi_conn.cursor()
+        if url.database not in (None, "", ":memory:"):
+            cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute(f"PRAGMA synchronous={synchronous.upper()}")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        if conn.get_execution_options().get(_WRITE):
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+        else:
+            conn.exec_driver_sql("BEGIN")
+
+    return engine

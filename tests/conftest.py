@@ -1,0 +1,128 @@
+"""Shared fixtures: clean settings environment, PostgreSQL and SQLite databases.
+
+PostgreSQL is real: `TRIGGERS_TEST_PG_URL` names a server (CI sets it). Tests
+get their own database, created from a migrated template and dropped after.
+Without the variable the PostgreSQL tests skip with a reason; with `CI=true`
+an unreachable server fails the run instead.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.engine import make_url
+
+from looms_runtime.db import Database
+
+PG_URL = os.environ.get("TRIGGERS_TEST_PG_URL")
+IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+
+for _name in list(os.environ):
+    if _name.startswith("TRIGGERS_"):
+        del os.environ[_name]
+
+
+def _pg_admin() -> sa.Engine:
+    if not PG_URL:
+        if IN_CI:
+            pytest.fail("CI=true but TRIGGERS_TEST_PG_URL is not set: PostgreSQL tests must run")
+        pytest.skip("PostgreSQL tests need TRIGGERS_TEST_PG_URL (e.g. postgresql+psycopg://postgres@127.0.0.1:5432/test)")
+    engine = sa.create_engine(PG_URL, isolation_level="AUTOCOMMIT")
+    try:
+        with engine.connect() as conn:
+            conn.execute(sa.text("select 1"))
+    except sa.exc.OperationalError as exc:
+        engine.dispose()
+        if IN_CI:
+            pytest.fail(f"PostgreSQL at {PG_URL} is unreachable: {exc.orig}")
+        pytest.skip(f"PostgreSQL at {PG_URL} is unreachable")
+    return engine
+
+
+def _worker() -> str:
+    return os.environ.get("PYTEST_XDIST_WORKER", "main")
+
+
+@pytest.fixture(scope="session")
+def pg_admin() -> Iterator[sa.Engine]:
+    engine = _pg_admin()
+    yield engine
+    engine.dispose()
+
+
+def create_pg_database(admin: sa.Engine, *, template: str | None = None) -> str:
+    """A fresh database on the test server; returns its URL."""
+    name = f"trg_{_worker()}_{uuid.uuid4().hex[:10]}"
+    with admin.connect() as conn:
+        clause = f" TEMPLATE {template}" if template else ""
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"{clause}'))
+    assert PG_URL is not None
+    return make_url(PG_URL).set(database=name).render_as_string(hide_password=False)
+
+
+def drop_pg_database(admin: sa.Engine, url: str) -> None:
+    name = make_url(url).database
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+@pytest.fixture(scope="session")
+def pg_template(pg_admin: sa.Engine) -> Iterator[str]:
+    """A migrated database that per-test databases are copied from."""
+    from triggers.store.migrate import upgrade
+
+    url = create_pg_database(pg_admin)
+    db = Database(url)
+    upgrade(db)
+    db.dispose()
+    yield str(make_url(url).database)
+    drop_pg_database(pg_admin, url)
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A migrated SQLite file that per-test databases are copied from."""
+    from triggers.store.migrate import upgrade
+
+    path = tmp_path_factory.mktemp("sqlite-template") / "template.sqlite"
+    db = Database(f"sqlite:///{path}")
+    upgrade(db)
+    with db.engine.connect() as conn:
+        conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+    db.dispose()
+    return path
+
+
+@pytest.fixture
+def sqlite_url(sqlite_template: Path, tmp_path: Path) -> str:
+    path = tmp_path / "triggers.sqlite"
+    shutil.copyfile(sqlite_template, path)
+    return f"sqlite:///{path}"
+
+
+@pytest.fixture
+def postgres_url(pg_admin: sa.Engine, pg_template: str) -> Iterator[str]:
+    url = create_pg_database(pg_admin, template=pg_template)
+    yield url
+    drop_pg_database(pg_admin, url)
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def database_url(request: pytest.FixtureRequest) -> str:
+    """A migrated, empty database of each engine."""
+    return str(request.getfixturevalue(f"{request.param}_url"))
+
+
+@pytest.fixture
+def database(database_url: str) -> Iterator[Database]:
+    db = Database(database_url)
+    yield db
+    leaked = db.checked_out()
+    db.dispose()
+    assert leaked == 0, f"{leaked} database connections were not returned to the pool"

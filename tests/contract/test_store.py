@@ -1,0 +1,326 @@
+"""The trigger store contract, run against SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from datetime import timedelta
+
+import pytest
+import sqlalchemy as sa
+
+from looms_runtime.db import Database
+from tests.factories import spec
+from triggers.clock import utc
+from triggers.errors import (
+    CorruptRowError,
+    RevisionMismatchError,
+    StaleOwnerError,
+    UnknownTriggerError,
+    WatermarkMovedError,
+)
+from triggers.model import Action, Outcome, Overlap, Reason, Trigger
+from triggers.store.protocol import (
+    Claim,
+    ClaimRequest,
+    Heartbeat,
+    HistoryQuery,
+    Launch,
+    RangeRecord,
+    Settlement,
+)
+from triggers.store.schema import triggers as triggers_table
+from triggers.store.sql import SqlTriggerStore
+
+T0 = utc(2026, 1, 1)
+LEASE = timedelta(minutes=5)
+
+
+@pytest.fixture
+def store(database: Database) -> Iterator[SqlTriggerStore]:
+    yield SqlTriggerStore(database)
+
+
+def claim(
+    store: SqlTriggerStore, trigger_id: str, minute: int, *, revision: int = 1, **extra: object
+) -> Claim:
+    [result] = store.claim(
+        [ClaimRequest(trigger_id=trigger_id, occurrence_at=T0 + timedelta(minutes=minute),
+                      expected_revision=revision, **extra)],  # type: ignore[arg-type]
+        owner="a", host="h", now=T0 + timedelta(minutes=minute), lease=LEASE,
+    )
+    assert isinstance(result, Claim), result
+    return result
+
+
+def test_apply_creates_updates_and_retires_by_declaration(store: SqlTriggerStore) -> None:
+    first = store.apply([spec("a"), spec("b")], now=T0)
+    assert (first.created, first.updated, first.unchanged) == (["a", "b"], [], [])
+
+    again = store.apply([spec("a"), spec("b")], now=T0 + timedelta(hours=1))
+    assert again.unchanged == ["a", "b"]
+    changed = store.apply([spec("a", every=timedelta(seconds=30))], now=T0 + timedelta(hours=2))
+    assert changed.updated == ["a"]
+    assert changed.retired == ["b"]
+
+    a = store.get_trigger("a")
+    b = store.get_trigger("b")
+    assert a is not None and b is not None
+    assert a.revision == 2
+    assert a.watermark_at == T0  # an edit keeps the boundary already decided
+    assert b.retired and not b.claimable
+
+
+def test_apply_keeps_pause_and_revives_retired_trigger_without_debt(store: SqlTriggerStore) -> None:
+    store.apply([spec("a"), spec("b")], now=T0)
+    store.set_paused("a", paused=True, note="maintenance", now=T0)
+    store.apply([spec("a")], now=T0 + timedelta(hours=1))
+    store.apply([spec("a"), spec("b")], now=T0 + timedelta(hours=5))
+    a, b = store.get_trigger("a"), store.get_trigger("b")
+    assert a is not None and a.paused and a.pause_note == "maintenance"
+    assert b is not None and not b.retired
+    assert b.watermark_at == T0 + timedelta(hours=5)
+
+
+def test_claim_fires_then_skips_overlap_and_advances_watermark(store: SqlTriggerStore) -> None:
+    store.apply([spec("a", overlap=Overlap.SKIP)], now=T0)
+    first = claim(store, "a", 1)
+    second = claim(store, "a", 2)
+    assert first.action is Action.FIRE and first.reservation
+    assert first.idempotency_key == "a:2026-01-01T00:01:00Z"
+    assert second.action is Action.SKIP and second.reason is Reason.OVERLAP
+    trigger = store.get_trigger("a")
+    assert trigger is not None
+    assert trigger.watermark_at == T0 + timedelta(minutes=2)
+    assert trigger.active_count == 1
+    rows = store.history(HistoryQuery(trigger_id="a"))
+    assert [(r.outcome, r.reason) for r in rows] == [
+        (Outcome.SKIPPED, Reason.OVERLAP),
+        (Outcome.LAUNCHING, None),
+    ]
+
+
+def test_claim_of_decided_occurrence_is_duplicate_and_changes_nothing(store: SqlTriggerStore) -> None:
+    store.apply([spec("a", overlap=Overlap.ALLOW, max_active=5)], now=T0)
+    claim(store, "a", 3)
+    again = claim(store, "a", 3)
+    older = claim(store, "a", 2)  # at or before the watermark: decided (perhaps in a range)
+    assert again.action is Action.DUPLICATE
+    assert older.action is Action.DUPLICATE
+    assert len(store.history(HistoryQuery(trigger_id="a"))) == 1
+
+
+def test_claim_batch_isolates_revision_mismatch_and_unknown_trigger(store: SqlTriggerStore) -> None:
+    store.apply([spec("a"), spec("b")], now=T0)
+    results = store.claim(
+        [
+            ClaimRequest(trigger_id="a", occurrence_at=T0 + timedelta(minutes=1), expected_revision=7),
+            ClaimRequest(trigger_id="ghost", occurrence_at=T0 + timedelta(minutes=1), expected_revision=1),
+            ClaimRequest(trigger_id="b", occurrence_at=T0 + timedelta(minutes=1), expected_revision=1),
+        ],
+        owner="a", host="h", now=T0 + timedelta(minutes=1), lease=LEASE,
+    )
+    assert isinstance(results[0], RevisionMismatchError)
+    assert isinstance(results[1], UnknownTriggerError)
+    assert isinstance(results[2], Claim) and results[2].action is Action.FIRE
+    a = store.get_trigger("a")
+    assert a is not None and a.watermark_at == T0
+
+
+def test_claim_batch_sees_earlier_launch_of_same_batch(store: SqlTriggerStore) -> None:
+    store.apply([spec("a", overlap=Overlap.BUFFER_ALL, max_buffer=1)], now=T0)
+    results = store.claim(
+        [ClaimRequest(trigger_id="a", occurrence_at=T0 + timedelta(minutes=m), expected_revision=1)
+         for m in (1, 2, 3)],
+        owner="a", host="h", now=T0 + timedelta(minutes=3), lease=LEASE,
+    )
+    assert [(r.action, r.reason) for r in results if isinstance(r, Claim)] == [
+        (Action.FIRE, None),
+        (Action.BUFFER, Reason.OVERLAP),
+        (Action.SKIP, Reason.BUFFER_FULL),
+    ]
+
+
+def test_paused_or_disabled_trigger_ignores_scheduled_claims_but_not_manual(
+    store: SqlTriggerStore,
+) -> None:
+    store.apply([spec("a"), spec("off", enabled=False)], now=T0)
+    store.set_paused("a", paused=True, note=None, now=T0)
+    assert claim(store, "a", 1).action is Action.IGNORED
+    assert claim(store, "off", 1).action is Action.IGNORED
+    manual = claim(store, "a", 2, kind="manual", manual_key="k1")
+    assert manual.action is Action.FIRE
+    assert manual.idempotency_key == "a:manual:k1"
+    repeat = store.claim(
+        [ClaimRequest(trigger_id="a", occurrence_at=T0 + timedelta(minutes=9), expected_revision=1,
+                      kind="manual", manual_key="k1")],
+        owner="a", host="h", now=T0 + timedelta(minutes=9), lease=LEASE,
+    )
+    assert isinstance(repeat[0], Claim) and repeat[0].action is Action.DUPLICATE
+    a = store.get_trigger("a")
+    assert a is not None and a.watermark_at == T0  # manual fires never move the watermark
+
+
+def test_record_launched_swaps_reservation_and_fences_on_it(store: SqlTriggerStore) -> None:
+    store.apply([spec("a")], now=T0)
+    fire = claim(store, "a", 1)
+    now = T0 + timedelta(minutes=1, seconds=1)
+    [record] = store.record_launched([Launch(claim=fire, run_id="run-1")], now=now)
+    assert not isinstance(record, Exception)
+    assert record.outcome is Outcome.LAUNCHED
+    forged = dataclasses.replace(fire, reservation="someone-else")
+    [lost] = store.record_launched([Launch(claim=forged, run_id="run-2")], now=now)
+    assert isinstance(lost, StaleOwnerError)
+    [row] = store.history(HistoryQuery(trigger_id="a"))
+    assert (row.outcome, row.run_id, row.launched_at) == (Outcome.LAUNCHED, "run-1", now)
+    assert [r.run_id for r in store.active_runs()] == ["run-1"]
+
+
+def test_released_reservation_is_retaken_with_same_key_and_old_owner_loses(
+    store: SqlTriggerStore,
+) -> None:
+    store.apply([spec("a")], now=T0)
+    fire = claim(store, "a", 1)
+    store.release(fire, retry_at=T0 + timedelta(minutes=2), error="timeout")
+    early = store.take_pending(owner="b", host="h2", now=T0 + timedelta(minutes=1, seconds=30),
+                               lease=LEASE)
+    assert early == []
+    [retaken] = store.take_pending(owner="b", host="h2", now=T0 + timedelta(minutes=2), lease=LEASE)
+    assert retaken.idempotency_key == fire.idempotency_key
+    assert retaken.reservation != fire.reservation
+    [stale] = store.record_launched([Launch(claim=fire, run_id="r")], now=T0 + timedelta(minutes=2))
+    assert isinstance(stale, StaleOwnerError)
+    [ok] = store.record_launched([Launch(claim=retaken, run_id="r")], now=T0 + timedelta(minutes=2))
+    assert not isinstance(ok, Exception)
+
+
+def test_expired_lease_rearms_occurrence(store: SqlTriggerStore) -> None:
+    store.apply([spec("a")], now=T0)
+    fire = claim(store, "a", 1)
+    assert store.take_pending(owner="b", host="h", now=T0 + timedelta(minutes=5), lease=LEASE) == []
+    [retaken] = store.take_pending(owner="b", host="h", now=T0 + timedelta(minutes=7), lease=LEASE)
+    assert retaken.occurrence_at == fire.occurrence_at
+
+
+def test_record_settled_is_idempotent_and_frees_the_slot(store: SqlTriggerStore) -> None:
+    store.apply([spec("a")], now=T0)
+    fire = claim(store, "a", 1)
+    store.record_launched([Launch(claim=fire, run_id="run-1")], now=T0)
+    settle = [Settlement(trigger_id="a", run_id="run-1", state="completed")]
+    [done] = store.record_settled(settle, now=T0 + timedelta(minutes=1, seconds=5))
+    [again] = store.record_settled(settle, now=T0 + timedelta(minutes=2))
+    assert done is not None and done.outcome is Outcome.COMPLETED
+    assert again is None
+    trigger = store.get_trigger("a")
+    assert trigger is not None and trigger.active_count == 0
+    assert claim(store, "a", 2).action is Action.FIRE
+
+
+def test_failure_pauses_trigger_declared_pause_on_failure(store: SqlTriggerStore) -> None:
+    store.apply([spec("a", pause_on_failure=True)], now=T0)
+    fire = claim(store, "a", 1)
+    store.record_launched([Launch(claim=fire, run_id="run-1")], now=T0)
+    store.record_settled(
+        [Settlement(trigger_id="a", run_id="run-1", state="failed", error="exit status 3")], now=T0
+    )
+    trigger = store.get_trigger("a")
+    assert trigger is not None and trigger.paused
+    assert trigger.pause_note == "exit status 3"
+
+
+def test_buffered_occurrence_launches_when_the_active_run_settles(store: SqlTriggerStore) -> None:
+    store.apply([spec("a", overlap=Overlap.BUFFER)], now=T0)
+    fire = claim(store, "a", 1)
+    assert claim(store, "a", 2).action is Action.BUFFER
+    assert claim(store, "a", 3).action is Action.SKIP
+    store.record_launched([Launch(claim=fire, run_id="run-1")], now=T0)
+    assert store.take_pending(owner="a", host="h", now=T0 + timedelta(minutes=3), lease=LEASE) == []
+    store.record_settled([Settlement(trigger_id="a", run_id="run-1", state="completed")], now=T0)
+    [promoted] = store.take_pending(owner="a", host="h", now=T0 + timedelta(minutes=4), lease=LEASE)
+    assert promoted.occurrence_at == T0 + timedelta(minutes=2)
+    assert promoted.action is Action.FIRE
+    trigger = store.get_trigger("a")
+    assert trigger is not None
+    assert (trigger.active_count, trigger.buffered_count) == (1, 0)
+
+
+def test_ranges_merge_while_consecutive_and_are_fenced_on_the_watermark(
+    store: SqlTriggerStore,
+) -> None:
+    store.apply([spec("a")], now=T0)
+
+    def missed(first: int, last: int, after: int, reason: Reason = Reason.CATCHUP_WINDOW) -> RangeRecord:
+        return RangeRecord(
+            trigger_id="a", expected_revision=1, after=T0 + timedelta(minutes=after),
+            first_at=T0 + timedelta(minutes=first), last_at=T0 + timedelta(minutes=last),
+            count=last - first + 1, outcome=Outcome.MISSED, reason=reason,
+        )
+
+    assert store.record_ranges([missed(1, 3, 0), missed(4, 6, 3)], now=T0) == [None, None]
+    [moved] = store.record_ranges([missed(7, 8, 3)], now=T0)
+    assert isinstance(moved, WatermarkMovedError)
+    assert store.record_ranges([missed(7, 8, 6, Reason.CATCHUP_POLICY)], now=T0) == [None]
+    rows = store.history(HistoryQuery(trigger_id="a"))
+    assert [(r.occurrence_at.minute, r.count, r.reason) for r in rows] == [
+        (7, 2, Reason.CATCHUP_POLICY),
+        (1, 6, Reason.CATCHUP_WINDOW),
+    ]
+    assert rows[1].last_occurrence_at == T0 + timedelta(minutes=6)
+    claim(store, "a", 9)  # another row closes the range
+    assert store.record_ranges([missed(10, 10, 9, Reason.CATCHUP_POLICY)], now=T0) == [None]
+    assert len(store.history(HistoryQuery(trigger_id="a"))) == 4
+
+
+def test_history_filters_and_orders_newest_first(store: SqlTriggerStore) -> None:
+    store.apply([spec("a"), spec("b")], now=T0)
+    claim(store, "a", 1)
+    claim(store, "a", 2)
+    claim(store, "b", 3)
+    assert [r.occurrence_at.minute for r in store.history(HistoryQuery())] == [3, 2, 1]
+    skipped = store.history(HistoryQuery(outcomes=frozenset({Outcome.SKIPPED})))
+    assert [(r.trigger_id, r.occurrence_at.minute) for r in skipped] == [("a", 2)]
+    window = store.history(HistoryQuery(since=T0 + timedelta(minutes=2), until=T0 + timedelta(minutes=2)))
+    assert [r.occurrence_at.minute for r in window] == [2]
+    assert len(store.history(HistoryQuery(limit=1))) == 1
+    last = store.last_records()
+    assert last["a"].occurrence_at.minute == 2 and last["b"].occurrence_at.minute == 3
+
+
+def test_prune_deletes_only_old_settled_rows(store: SqlTriggerStore) -> None:
+    store.apply([spec("a")], now=T0)
+    claim(store, "a", 1)  # launching: never pruned
+    claim(store, "a", 2)  # skipped at T0+2m
+    assert store.prune(older_than=T0 + timedelta(minutes=2)) == 0
+    assert store.prune(older_than=T0 + timedelta(days=40)) == 1
+    [left] = store.history(HistoryQuery())
+    assert left.outcome is Outcome.LAUNCHING
+
+
+def test_heartbeat_upserts_per_owner(store: SqlTriggerStore) -> None:
+    beat = Heartbeat(owner="h:1", host="h", pid=1, version="1", started_at=T0, last_tick_at=T0)
+    store.heartbeat(beat)
+    store.heartbeat(dataclasses.replace(beat, last_tick_at=T0 + timedelta(seconds=5)))
+    [stored] = store.heartbeats()
+    assert stored.last_tick_at == T0 + timedelta(seconds=5)
+
+
+def test_corrupt_row_is_isolated_in_listing(store: SqlTriggerStore, database: Database) -> None:
+    store.apply([spec("a"), spec("b")], now=T0)
+    with database.write() as conn:
+        conn.execute(
+            sa.update(triggers_table).where(triggers_table.c.id == "a").values(declaration={"id": "a"})
+        )
+    rows = store.list_triggers()
+    assert isinstance(rows[0], CorruptRowError)
+    assert rows[0].details["trigger_id"] == "a"
+    assert isinstance(rows[1], Trigger) and rows[1].id == "b"
+    [result] = store.claim(
+        [ClaimRequest(trigger_id="a", occurrence_at=T0 + timedelta(minutes=1), expected_revision=1)],
+        owner="a", host="h", now=T0, lease=LEASE,
+    )
+    assert isinstance(result, CorruptRowError)
+
+
+def test_unknown_trigger_pause_is_an_input_error(store: SqlTriggerStore) -> None:
+    with pytest.raises(UnknownTriggerError):
+        store.set_paused("ghost", paused=True, note=None, now=T0)

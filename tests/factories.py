@@ -1,0 +1,57 @@
+"""Builders of domain values for tests."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from triggers.model import (
+    Catchup,
+    CatchupPolicy,
+    CronSchedule,
+    EverySchedule,
+    FlowSpec,
+    Overlap,
+    Schedule,
+    TriggerSpec,
+)
+
+NOOP_FLOW: dict[str, Any] = {"kind": "steps", "steps": []}
+NOOP_VERSION = FlowSpec.digest(NOOP_FLOW)
+
+
+def spec(
+    trigger_id: str = "t1",
+    *,
+    schedule: Schedule | None = None,
+    every: timedelta | None = None,
+    cron: str | None = None,
+    overlap: Overlap = Overlap.SKIP,
+    catchup: CatchupPolicy = CatchupPolicy.LATEST,
+    window: timedelta = timedelta(days=1),
+    grace: timedelta = timedelta(minutes=1),
+    **extra: Any,
+) -> TriggerSpec:
+    """A trigger spec; `every=` or `cron=` pick the schedule (default every minute)."""
+    if schedule is None:
+        if cron is not None:
+            schedule = CronSchedule(expression=cron)
+        else:
+            schedule = EverySchedule(interval=every or timedelta(minutes=1))
+    return TriggerSpec(
+        id=trigger_id,
+        flow=extra.pop("flow", "noop"),
+        flow_version=extra.pop("flow_version", NOOP_VERSION),
+        schedule=schedule,
+        overlap=overlap,
+        catchup=Catchup(policy=catchup, window=window, grace=grace),
+        **extra,
+    )
+
+
+def minutes(n: float) -> timedelta:
+    return timedelta(minutes=n)
+
+
+def at(base: datetime, **delta: float) -> datetime:
+    return base + timedelta(**delta)

@@ -1,0 +1,111 @@
+"""The only place that reads the wall clock; everything else receives a `Clock`."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Protocol
+
+
+class Clock(Protocol):
+    """Source of time and of interruptible waits."""
+
+    def now(self) -> datetime:
+        """The current instant, an aware UTC datetime."""
+        ...
+
+    def wait(self, seconds: float, stop: threading.Event) -> bool:
+        """Wait up to `seconds` or until `stop` is set; True when `stop` is set."""
+        ...
+
+    def monotonic(self) -> float:
+        """Seconds on a clock that never goes backwards, for intervals and durations."""
+        ...
+
+
+class SystemClock:
+    """The real clock: `now` reads the system time, `wait` blocks on the event."""
+
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+    def wait(self, seconds: float, stop: threading.Event) -> bool:
+        return stop.wait(max(0.0, seconds))
+
+    def monotonic(self) -> float:
+        """Seconds on a clock that never goes backwards, for durations."""
+        return time.monotonic()
+
+
+class FakeClock:
+    """A clock for tests: time moves only by `advance`, `set` or `wait`.
+
+    `wait` advances the clock by the requested time at once (unless `stop` is set),
+    so a loop driven by it runs without sleeping.
+    """
+
+    def __init__(self, start: datetime) -> None:
+        if start.tzinfo is None:
+            raise ValueError("FakeClock needs an aware datetime")
+        self._now = start.astimezone(UTC)
+        self._lock = threading.Lock()
+
+    def now(self) -> datetime:
+        with self._lock:
+            return self._now
+
+    def advance(self, delta: timedelta) -> datetime:
+        with self._lock:
+            self._now += delta
+            return self._now
+
+    def set(self, instant: datetime) -> None:
+        """Jump to `instant`, forwards or backwards (a clock step)."""
+        with self._lock:
+            self._now = instant.astimezone(UTC)
+
+    def wait(self, seconds: float, stop: threading.Event) -> bool:
+        if stop.is_set():
+            return True
+        self.advance(timedelta(seconds=max(0.0, seconds)))
+        return stop.is_set()
+
+    def monotonic(self) -> float:
+        return self.now().timestamp()
+
+
+def utc(
+    year: int, month: int, day: int, hour: int = 0, minute: int = 0, second: int = 0
+) -> datetime:
+    """An aware UTC datetime; a convenience for tests and examples."""
+    return datetime(year, month, day, hour, minute, second, tzinfo=UTC)
+
+
+def to_ms(instant: datetime) -> int:
+    """Epoch milliseconds of an aware datetime (the store's occurrence unit)."""
+    if instant.tzinfo is None:
+        raise ValueError("naive datetime")
+    # Integer arithmetic: float timestamps round 1 ms off for some instants.
+    delta = instant - _EPOCH
+    return delta.days * 86_400_000 + delta.seconds * 1000 + delta.microseconds // 1000
+
+
+def from_ms(ms: int) -> datetime:
+    """The aware UTC datetime of epoch milliseconds."""
+    return _EPOCH + timedelta(milliseconds=ms)
+
+
+def iso(instant: datetime) -> str:
+    """RFC 3339 UTC with `Z` and millisecond precision: `2026-01-01T00:00:00.000Z`."""
+    return instant.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def iso_key(instant: datetime) -> str:
+    """The occurrence form used in idempotency keys: seconds, or milliseconds when present."""
+    utc_instant = instant.astimezone(UTC)
+    spec = "milliseconds" if utc_instant.microsecond else "seconds"
+    return utc_instant.isoformat(timespec=spec).replace("+00:00", "Z")
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

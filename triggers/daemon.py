@@ -1,0 +1,253 @@
+"""The daemon: build everything from Settings, handle signals, run the loop.
+
+SIGTERM/SIGINT stop claiming, finish in-flight launches within the shutdown
+grace, detach the monitors (runs stay durable) and exit 0. SIGHUP re-applies
+the declarations file; a file that fails validation is refused and the last
+good declarations stay in force. Under systemd (`Type=notify`) the daemon says
+READY, STATUS, WATCHDOG and STOPPING.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import threading
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+from types import FrameType
+
+import structlog
+
+from looms_runtime import Runtime
+from looms_runtime.db import Database
+from triggers import __version__
+from triggers.clock import Clock, SystemClock
+from triggers.declarations import load_declarations
+from triggers.errors import ConfigError, DeclarationError, StoreError, TriggersError
+from triggers.metrics import Metrics
+from triggers.runner.looms import LoomsRunner
+from triggers.scheduler.engine import Scheduler, SchedulerOptions
+from triggers.services import apply_declarations
+from triggers.settings import Settings
+from triggers.store.migrate import ensure_schema
+from triggers.store.sql import SqlTriggerStore
+
+log = structlog.get_logger()
+
+
+@dataclass(slots=True)
+class Backend:
+    """The database, the trigger store and the runtime of one process."""
+
+    db: Database
+    store: SqlTriggerStore
+    runtime: Runtime
+    runner: LoomsRunner
+
+    def close(self) -> None:
+        self.db.dispose()
+
+
+def open_database(settings: Settings, *, migrate_empty: bool = True) -> Database:
+    """Connect and check the schema (an empty database is migrated).
+
+    Raises:
+        SchemaBehindError: the schema is behind (exit 78).
+        StoreUnavailableError: the database cannot be reached (exit 75).
+    """
+    db = Database(settings.resolved_database_url(), sqlite_synchronous=settings.sqlite_synchronous)
+    try:
+        ensure_schema(db, migrate_empty=migrate_empty)
+    except TriggersError:
+        db.dispose()
+        raise
+    return db
+
+
+def open_backend(settings: Settings, *, owner: str) -> Backend:
+    """The store and an unstarted runtime on one database."""
+    db = open_database(settings)
+    runner = LoomsRunner()
+    runtime = Runtime(
+        db,
+        owner=owner,
+        env_prefix="TRIGGERS_",
+        workers=settings.workers,
+        on_settled=runner.notify,
+    )
+    runner.attach(runtime)
+    return Backend(db=db, store=SqlTriggerStore(db), runtime=runtime, runner=runner)
+
+
+def owner_id(host: str) -> str:
+    """A daemon's identity in leases and heartbeats: host, pid and a per-start suffix."""
+    return f"{host}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+class Daemon:
+    """One `triggers run` process."""
+
+    def __init__(self, settings: Settings, *, clock: Clock | None = None) -> None:
+        self._settings = settings
+        self._clock = clock or SystemClock()
+        self._owner = owner_id(settings.host)
+        self._reload = threading.Event()
+        self._stop = threading.Event()
+        self._events = threading.Event()
+
+    def run(self) -> int:
+        settings = self._settings
+        backend = open_backend(settings, owner=self._owner)
+        try:
+            self._apply(backend, initial=True)
+            backend.runtime.start()
+            scheduler = self._scheduler(backend)
+            self._serve_metrics(scheduler.metrics)
+            worker = threading.Thread(target=scheduler.run, name="scheduler")
+            self._install_signals()
+            worker.start()
+            log.info(
+                "daemon_started",
+                owner=self._owner,
+                version=__version__,
+                database=settings.redacted_database_url(),
+                config=str(settings.config),
+            )
+            _notify(f"READY=1\nSTATUS=scheduling; owner {self._owner}")
+            self._supervise(backend, scheduler, worker)
+        finally:
+            backend.runtime.close()
+            backend.close()
+        log.info("daemon_stopped", owner=self._owner)
+        return 0
+
+    def _scheduler(self, backend: Backend) -> Scheduler:
+        s = self._settings
+        options = SchedulerOptions(
+            owner=self._owner,
+            host=s.host,
+            version=__version__,
+            poll_interval=s.poll_interval,
+            lease=s.lease,
+            run_poll_interval=s.run_poll_interval,
+            start_timeout=s.start_timeout,
+            inspect_timeout=s.inspect_timeout,
+            cancel_timeout=s.cancel_timeout,
+            concurrency=s.concurrency,
+            fire_retention=s.fire_retention,
+            shutdown_grace=s.shutdown_grace,
+        )
+        return Scheduler(
+            store=backend.store,
+            runner=backend.runner,
+            clock=self._clock,
+            options=options,
+            metrics=Metrics(),
+        )
+
+    def _supervise(self, backend: Backend, scheduler: Scheduler, worker: threading.Thread) -> None:
+        watchdog = _watchdog_interval()
+        while worker.is_alive():
+            self._events.wait(timeout=watchdog.total_seconds() if watchdog else 1.0)
+            self._events.clear()
+            if self._stop.is_set():
+                _notify("STOPPING=1")
+                log.info("daemon_stopping", owner=self._owner)
+                scheduler.stop()
+                worker.join()
+                return
+            if self._reload.is_set():
+                self._reload.clear()
+                self._apply(backend, initial=False)
+                scheduler.refresh_soon()
+            if watchdog:
+                _notify("WATCHDOG=1")
+
+    def _apply(self, backend: Backend, *, initial: bool) -> None:
+        path = self._settings.config
+        if path is None:
+            return
+        try:
+            declarations = load_declarations(path)
+            result = apply_declarations(
+                backend.store, backend.runtime.register_flow, declarations, now=self._clock.now()
+            )
+        except DeclarationError as exc:
+            stored = backend.store.list_triggers()
+            log.error(
+                "declarations_refused",
+                config=str(path),
+                problems=exc.details.get("problems"),
+                keeping=len(stored),
+            )
+            _notify(f"STATUS=declarations in {path} refused; running the last good ones")
+            if initial and not stored:
+                raise ConfigError(
+                    f"{path} is invalid and the store holds no earlier declarations:\n{exc}",
+                    problems=exc.details.get("problems"),
+                ) from exc
+            return
+        except StoreError as exc:
+            log.error("declarations_not_applied", config=str(path), error=str(exc))
+            if initial:
+                raise
+            return
+        log.info(
+            "declarations_applied",
+            config=str(path),
+            created=len(result.created),
+            updated=len(result.updated),
+            unchanged=len(result.unchanged),
+            retired=len(result.retired),
+        )
+
+    def _install_signals(self) -> None:
+        def stop(signum: int, _frame: FrameType | None) -> None:
+            self._stop.set()
+            self._events.set()
+
+        def reload(signum: int, _frame: FrameType | None) -> None:
+            self._reload.set()
+            self._events.set()
+
+        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGINT, stop)
+        signal.signal(signal.SIGHUP, reload)
+
+    def _serve_metrics(self, metrics: Metrics) -> None:
+        address = self._settings.metrics_address
+        if not address:
+            return
+        from prometheus_client import start_http_server  # noqa: PLC0415 (only when enabled)
+
+        host, _, port = address.rpartition(":")
+        try:
+            start_http_server(int(port), addr=host or "127.0.0.1", registry=metrics.registry)
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"cannot serve metrics on {address!r}: {exc}") from exc
+        log.info("metrics_serving", address=f"{host or '127.0.0.1'}:{port}")
+
+
+def _watchdog_interval() -> timedelta | None:
+    usec = os.environ.get("WATCHDOG_USEC")
+    if not usec or not usec.isdigit():
+        return None
+    # Ping at half the interval systemd expects, as sd_watchdog_enabled(3) advises.
+    return timedelta(microseconds=int(usec) / 2)
+
+
+def _notify(message: str) -> None:
+    """sd_notify(3) without libsystemd: one datagram to $NOTIFY_SOCKET."""
+    path = os.environ.get("NOTIFY_SOCKET")
+    if not path:
+        return
+    if path.startswith("@"):
+        path = "\0" + path[1:]
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+            sock.connect(path)
+            sock.sendall(message.encode())
+    except OSError as exc:
+        log.warning("notify_failed", error=str(exc))

@@ -1,0 +1,435 @@
+"""The domain: declared triggers and flows, stored triggers, occurrences and ledger rows.
+
+Everything here is a frozen value; instants are aware UTC datetimes (`*_at`).
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Literal, TypeAlias
+
+from triggers.clock import from_ms, iso_key, to_ms
+
+JsonValue: TypeAlias = Any
+"""A JSON-serialisable value (dicts, lists, str, int, float, bool, None)."""
+
+
+class Overlap(enum.StrEnum):
+    """What an occurrence does when the trigger's previous run is still active."""
+
+    SKIP = "skip"
+    BUFFER = "buffer"
+    BUFFER_ALL = "buffer_all"
+    SUPERSEDE = "supersede"
+    ALLOW = "allow"
+
+
+class CatchupPolicy(enum.StrEnum):
+    """Which of the occurrences missed while no daemon ticked are dispatched."""
+
+    ALL = "all"
+    LATEST = "latest"
+    NONE = "none"
+
+
+class Outcome(enum.StrEnum):
+    """A fire ledger row's outcome. `launching` is the claimed, not-yet-started state."""
+
+    LAUNCHING = "launching"
+    LAUNCHED = "launched"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    SUPERSEDED = "superseded"
+    SKIPPED = "skipped"
+    BUFFERED = "buffered"
+    MISSED = "missed"
+
+
+SETTLED_OUTCOMES = frozenset(
+    {
+        Outcome.COMPLETED,
+        Outcome.FAILED,
+        Outcome.CANCELLED,
+        Outcome.SUPERSEDED,
+        Outcome.SKIPPED,
+        Outcome.MISSED,
+    }
+)
+ACTIVE_OUTCOMES = frozenset({Outcome.LAUNCHING, Outcome.LAUNCHED})
+
+
+class Reason(enum.StrEnum):
+    """Why an occurrence did not launch."""
+
+    OVERLAP = "overlap"
+    BUFFER_FULL = "buffer_full"
+    CATCHUP_WINDOW = "catchup_window"
+    CATCHUP_POLICY = "catchup_policy"
+    PAUSED = "paused"
+    DISABLED = "disabled"
+    MAX_RUNS = "max_runs"
+
+
+class Action(enum.StrEnum):
+    """A claim's decision for one occurrence."""
+
+    FIRE = "fire"
+    SKIP = "skip"
+    BUFFER = "buffer"
+    SUPERSEDE = "supersede"
+    DUPLICATE = "duplicate"  # already in the ledger: decided before, by us or another daemon
+    IGNORED = "ignored"  # the trigger cannot take claims now (disabled, paused, retired, done)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Catchup:
+    """Catch-up rules for occurrences that came due while no daemon ticked."""
+
+    policy: CatchupPolicy = CatchupPolicy.LATEST
+    window: timedelta = timedelta(days=1)
+    grace: timedelta = timedelta(minutes=1)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CronSchedule:
+    """A cron expression, evaluated in the trigger's time zone."""
+
+    expression: str
+    kind: Literal["cron"] = "cron"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EverySchedule:
+    """A fixed interval of elapsed time, anchored at `start` (default: the Unix epoch)."""
+
+    interval: timedelta
+    start: datetime | None = None
+    kind: Literal["every"] = "every"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CalendarSchedule:
+    """A calendar interval (years/months/weeks/days) at a wall-clock time, DST-aware."""
+
+    years: int = 0
+    months: int = 0
+    weeks: int = 0
+    days: int = 0
+    day: int | None = None
+    hour: int = 0
+    minute: int = 0
+    second: int = 0
+    start: datetime | None = None
+    kind: Literal["calendar"] = "calendar"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AtSchedule:
+    """One instant."""
+
+    at: datetime
+    kind: Literal["at"] = "at"
+
+
+Schedule: TypeAlias = CronSchedule | EverySchedule | CalendarSchedule | AtSchedule
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FlowSpec:
+    """A declared flow: its name, its JSON definition and the digest that versions it."""
+
+    name: str
+    definition: Mapping[str, JsonValue]
+    version: str
+
+    @staticmethod
+    def digest(definition: Mapping[str, JsonValue]) -> str:
+        """The version of a definition: a digest of its canonical JSON."""
+        canonical = json.dumps(definition, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TriggerSpec:
+    """A trigger as declared (YAML), without any stored state."""
+
+    id: str
+    flow: str
+    flow_version: str
+    schedule: Schedule
+    timezone: str = "UTC"
+    overlap: Overlap = Overlap.SKIP
+    max_active: int = 1
+    max_buffer: int = 100
+    catchup: Catchup = field(default_factory=Catchup)
+    jitter: timedelta = timedelta(0)
+    input: JsonValue = None
+    enabled: bool = True
+    description: str | None = None
+    start_at: datetime | None = None
+    end_at: datetime | None = None
+    max_runs: int | None = None
+    pause_on_failure: bool = False
+
+    def to_json(self) -> dict[str, JsonValue]:
+        """The canonical stored form (the digest of which decides a revision bump)."""
+        return {
+            "id": self.id,
+            "flow": self.flow,
+            "flow_version": self.flow_version,
+            "schedule": _schedule_to_json(self.schedule),
+            "timezone": self.timezone,
+            "overlap": self.overlap.value,
+            "max_active": self.max_active,
+            "max_buffer": self.max_buffer,
+            "catchup": {
+                "policy": self.catchup.policy.value,
+                "window_s": self.catchup.window.total_seconds(),
+                "grace_s": self.catchup.grace.total_seconds(),
+            },
+            "jitter_s": self.jitter.total_seconds(),
+            "input": self.input,
+            "enabled": self.enabled,
+            "description": self.description,
+            "start_at": _opt_ms(self.start_at),
+            "end_at": _opt_ms(self.end_at),
+            "max_runs": self.max_runs,
+            "pause_on_failure": self.pause_on_failure,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, JsonValue]) -> TriggerSpec:
+        """Decode the stored form; raises KeyError/ValueError/TypeError on a bad row."""
+        catchup = data["catchup"]
+        return cls(
+            id=data["id"],
+            flow=data["flow"],
+            flow_version=data["flow_version"],
+            schedule=_schedule_from_json(data["schedule"]),
+            timezone=data["timezone"],
+            overlap=Overlap(data["overlap"]),
+            max_active=int(data["max_active"]),
+            max_buffer=int(data["max_buffer"]),
+            catchup=Catchup(
+                policy=CatchupPolicy(catchup["policy"]),
+                window=timedelta(seconds=catchup["window_s"]),
+                grace=timedelta(seconds=catchup["grace_s"]),
+            ),
+            jitter=timedelta(seconds=data["jitter_s"]),
+            input=data["input"],
+            enabled=bool(data["enabled"]),
+            description=data["description"],
+            start_at=_opt_dt(data["start_at"]),
+            end_at=_opt_dt(data["end_at"]),
+            max_runs=data["max_runs"],
+            pause_on_failure=bool(data["pause_on_failure"]),
+        )
+
+    def digest(self) -> str:
+        """A digest of the declaration; equal digests mean an unchanged declaration."""
+        return FlowSpec.digest(self.to_json())
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Trigger:
+    """A stored trigger: its declaration plus the state the store keeps for it."""
+
+    spec: TriggerSpec
+    revision: int
+    paused: bool = False
+    pause_note: str | None = None
+    retired: bool = False
+    watermark_at: datetime
+    active_count: int = 0
+    buffered_count: int = 0
+    runs_launched: int = 0
+    created_at: datetime
+    updated_at: datetime
+
+    @property
+    def id(self) -> str:
+        return self.spec.id
+
+    @property
+    def claimable(self) -> bool:
+        """Whether new scheduled occurrences may be claimed (not whether runs recover)."""
+        return self.spec.enabled and not self.retired and not self.paused
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FireRecord:
+    """One fire ledger row: an occurrence (or a range of them) and what became of it."""
+
+    trigger_id: str
+    occurrence_at: datetime
+    outcome: Outcome
+    reason: Reason | None = None
+    run_id: str | None = None
+    revision: int | None = None
+    host: str | None = None
+    claimed_at: datetime | None = None
+    launched_at: datetime | None = None
+    settled_at: datetime | None = None
+    error: str | None = None
+    last_occurrence_at: datetime | None = None
+    count: int = 1
+    manual_key: str = ""
+    idempotency_key: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunStatus:
+    """What the runner says of a run."""
+
+    state: Literal["active", "completed", "failed", "cancelled", "missing"]
+    error: str | None = None
+
+    @property
+    def settled(self) -> bool:
+        return self.state != "active"
+
+
+def idempotency_key(trigger_id: str, occurrence_at: datetime, manual_key: str = "") -> str:
+    """The runtime key of an occurrence: `{trigger}:{ISO UTC}` or `{trigger}:manual:{key}`."""
+    if manual_key:
+        return f"{trigger_id}:manual:{manual_key}"
+    return f"{trigger_id}:{iso_key(occurrence_at)}"
+
+
+def _opt_ms(instant: datetime | None) -> int | None:
+    return None if instant is None else to_ms(instant)
+
+
+def _opt_dt(ms: int | None) -> datetime | None:
+    return None if ms is None else from_ms(ms)
+
+
+def _schedule_to_json(schedule: Schedule) -> dict[str, JsonValue]:
+    match schedule:
+        case CronSchedule(expression=expression):
+            return {"kind": "cron", "expression": expression}
+        case EverySchedule(interval=interval, start=start):
+            return {
+                "kind": "every",
+                "interval_s": interval.total_seconds(),
+                "start": _opt_ms(start),
+            }
+        case CalendarSchedule():
+            return {
+                "kind": "calendar",
+                "years": schedule.years,
+                "months": schedule.months,
+                "weeks": schedule.weeks,
+                "days": schedule.days,
+                "day": schedule.day,
+                "hour": schedule.hour,
+                "minute": schedule.minute,
+                "second": schedule.second,
+                "start": _opt_ms(schedule.start),
+            }
+        case AtSchedule(at=at):
+            return {"kind": "at", "at": to_ms(at)}
+
+
+def _schedule_from_json(data: Mapping[str, JsonValue]) -> Schedule:
+    kind = data["kind"]
+    if kind == "cron":
+        return CronSchedule(expression=data["expression"])
+    if kind == "every":
+        return EverySchedule(
+            interval=timedelta(seconds=data["interval_s"]), start=_opt_dt(data["start"])
+        )
+    if kind == "calendar":
+        return CalendarSchedule(
+            years=data["years"],
+            months=data["months"],
+            weeks=data["weeks"],
+            days=data["days"],
+            day=data["day"],
+            hour=data["hour"],
+            minute=data["minute"],
+            second=data["second"],
+            start=_opt_dt(data["start"]),
+        )
+    if kind == "at":
+        return AtSchedule(at=from_ms(data["at"]))
+    raise ValueError(f"unknown schedule kind {kind!r}")
+
+
+def describe_schedule(schedule: Schedule) -> str:
+    """A short human form: `cron 30 2 * * *`, `every 90s`, `at 2027-01-01T00:00:00Z`."""
+    match schedule:
+        case CronSchedule(expression=expression):
+            return f"cron {expression}"
+        case EverySchedule(interval=interval):
+            return f"every {format_duration(interval)}"
+        case CalendarSchedule():
+            parts = [
+                f"{value}{unit}"
+                for value, unit in (
+                    (schedule.years, "y"),
+                    (schedule.months, "mo"),
+                    (schedule.weeks, "w"),
+                    (schedule.days, "d"),
+                )
+                if value
+            ]
+            day = f" day {schedule.day}" if schedule.day else ""
+            clock = f"{schedule.hour:02d}:{schedule.minute:02d}:{schedule.second:02d}"
+            return f"calendar every {' '.join(parts)}{day} at {clock}"
+        case AtSchedule(at=at):
+            return f"at {iso_key(at)}"
+
+
+_FLOAT_SLACK = 1e-6  # decimal fractions like 0.1s are not exact in binary
+_DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
+
+
+def parse_duration(text: str | float) -> timedelta:
+    """Parse `500ms`, `90s`, `5m`, `2h`, `1d`, `1w` or `1h30m`; a bare number is seconds.
+
+    Raises:
+        ValueError: not a duration, not positive, or finer than a millisecond.
+    """
+    if isinstance(text, bool):
+        raise ValueError(f"{text!r} is not a duration")  # noqa: TRY004 (callers catch ValueError)
+    if isinstance(text, int | float):
+        seconds = float(text)
+    else:
+        cleaned = text.strip().replace(" ", "")
+        if re.fullmatch(r"\d+(\.\d+)?", cleaned):
+            seconds = float(cleaned)
+        else:
+            parts = _DURATION.findall(cleaned)
+            if not parts or "".join(a + u for a, u in parts) != cleaned:
+                raise ValueError(
+                    f"{text!r} is not a duration (use forms like 500ms, 90s, 5m, 2h, 1d, 1h30m)"
+                )
+            seconds = sum(float(amount) * _DURATION_UNITS[unit] for amount, unit in parts)
+    if seconds <= 0:
+        raise ValueError(f"{text!r} is not a positive duration")
+    millis = seconds * 1000
+    if abs(millis - round(millis)) > _FLOAT_SLACK:
+        raise ValueError(f"{text!r} is finer than a millisecond")
+    return timedelta(milliseconds=round(millis))
+
+
+def format_duration(value: timedelta) -> str:
+    """`90s`, `5m`, `2h`, `1d`, or `1h30m`: the YAML duration form."""
+    total = int(value.total_seconds())
+    if total == 0:
+        return "0s"
+    parts = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        amount, total = divmod(total, size)
+        if amount:
+            parts.append(f"{amount}{unit}")
+    return "".join(parts)

@@ -1,0 +1,92 @@
+"""The Runner on the embedded `looms_runtime`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from looms_runtime import (
+    LoomsError,
+    RunSettled,
+    Runtime,
+    StartConflictError,
+    StartRequest,
+    UnknownFlowError,
+)
+from triggers.clock import iso
+from triggers.errors import RunnerError, RunnerRefusedError
+from triggers.model import RunStatus
+from triggers.runner.protocol import LaunchRequest, RunHandle, SettledCallback
+
+
+class LoomsRunner:
+    """Runner backed by an in-process looms `Runtime`.
+
+    Built before the runtime so that the runtime's `on_settled` can point at
+    `notify`; `attach` then hands it the runtime.
+    """
+
+    def __init__(self) -> None:
+        self._runtime: Runtime | None = None
+        self._callbacks: list[SettledCallback] = []
+
+    def attach(self, runtime: Runtime) -> None:
+        self._runtime = runtime
+
+    @property
+    def runtime(self) -> Runtime:
+        if self._runtime is None:
+            raise RunnerError("the looms runtime is not attached")
+        return self._runtime
+
+    def start(self, requests: Sequence[LaunchRequest]) -> list[RunHandle | RunnerError]:
+        starts = [
+            StartRequest(
+                flow=request.flow,
+                version=request.flow_version,
+                input=request.input,
+                idempotency_key=request.idempotency_key,
+                env=dict(request.env),
+                attributes={
+                    "trigger_id": request.trigger_id,
+                    "occurrence": iso(request.occurrence_at),
+                },
+            )
+            for request in requests
+        ]
+        try:
+            outcomes = self.runtime.start_runs(starts)
+        except LoomsError as exc:
+            raise RunnerError(f"the runtime could not start runs: {exc}") from exc
+        results: list[RunHandle | RunnerError] = []
+        for outcome in outcomes:
+            if isinstance(outcome, StartConflictError | UnknownFlowError):
+                results.append(RunnerRefusedError(str(outcome)))
+            elif isinstance(outcome, LoomsError):
+                results.append(RunnerError(str(outcome)))
+            else:
+                results.append(RunHandle(run_id=outcome.run_id, created=outcome.created))
+        return results
+
+    def inspect(self, run_ids: Sequence[str]) -> dict[str, RunStatus]:
+        try:
+            found = self.runtime.statuses(run_ids)
+        except LoomsError as exc:
+            raise RunnerError(f"the runtime could not report run statuses: {exc}") from exc
+        return {
+            run_id: RunStatus(state=info.status, error=info.error) for run_id, info in found.items()
+        }
+
+    def cancel(self, run_id: str) -> None:
+        try:
+            self.runtime.cancel(run_id, reason="superseded")
+        except LoomsError as exc:
+            raise RunnerError(f"the runtime could not cancel run {run_id}: {exc}") from exc
+
+    def subscribe(self, callback: SettledCallback) -> None:
+        self._callbacks.append(callback)
+
+    def notify(self, event: RunSettled) -> None:
+        """The runtime's `on_settled` hook: tell subscribers a run stopped."""
+        status = RunStatus(state=event.status, error=event.error)
+        for callback in self._callbacks:
+            callback(event.run_id, status)

@@ -1,0 +1,62 @@
+"""The Runner contract: start, inspect and cancel runs of a durable runtime.
+
+Calls are batch-first (a tick of a thousand fires starts a thousand runs in one
+call). Every call may block; the scheduler puts a deadline on each.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+from triggers.errors import RunnerError
+from triggers.model import JsonValue, RunStatus
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LaunchRequest:
+    """Start one run for one occurrence; `idempotency_key` makes retries safe."""
+
+    idempotency_key: str
+    flow: str
+    flow_version: str
+    input: JsonValue
+    trigger_id: str
+    occurrence_at: datetime
+    env: Mapping[str, str]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunHandle:
+    """A run the runtime holds for a key; `created` is False when it already existed."""
+
+    run_id: str
+    created: bool
+
+
+SettledCallback = Callable[[str, RunStatus], None]
+
+
+class Runner(Protocol):
+    """A durable runtime as the scheduler sees it."""
+
+    def start(self, requests: Sequence[LaunchRequest]) -> list[RunHandle | RunnerError]:
+        """Start (or find, by idempotency key) one run per request, durably.
+
+        Returns when the starts are durable, not when the runs finish. Per request,
+        the handle or the error (a conflict or unknown flow is permanent)."""
+        ...
+
+    def inspect(self, run_ids: Sequence[str]) -> dict[str, RunStatus]:
+        """The status of each run; an unknown id is `missing`."""
+        ...
+
+    def cancel(self, run_id: str) -> None:
+        """Ask the run to stop (gracefully); a settled run is left as it is."""
+        ...
+
+    def subscribe(self, callback: SettledCallback) -> None:
+        """Be told when a run settles, ahead of the next inspection (best effort)."""
+        ...

@@ -1,0 +1,237 @@
+"""Launches claimed occurrences in the background, so the tick never waits on the runner.
+
+A claim already holds its occurrence under a reservation; everything that can go
+wrong below is compensated here: a start that fails or answers too late gives
+the reservation back (the same idempotency key is retried, and the runtime
+answers with the same run); a start the runtime refuses for good is recorded
+`failed`; a launch whose reservation was taken over is left to its new owner.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+
+import structlog
+
+from triggers.clock import Clock, iso
+from triggers.errors import RunnerError, RunnerRefusedError, StoreError, TriggersError
+from triggers.metrics import Metrics
+from triggers.model import Action
+from triggers.runner.protocol import LaunchRequest, RunHandle
+from triggers.scheduler.deadlines import DeadlineRunner
+from triggers.store.protocol import Claim, Launch, Settlement, TriggerStore
+
+log = structlog.get_logger()
+
+_BATCH = 1000
+_RETRY_AFTER = timedelta(seconds=5)
+
+
+def launch_request(claim: Claim) -> LaunchRequest:
+    """The runner request for a claim, with the run environment DESIGN.md promises."""
+    spec = claim.trigger.spec
+    return LaunchRequest(
+        idempotency_key=claim.idempotency_key,
+        flow=spec.flow,
+        flow_version=spec.flow_version,
+        input=spec.input,
+        trigger_id=claim.trigger_id,
+        occurrence_at=claim.occurrence_at,
+        env={
+            "TRIGGERS_TRIGGER_ID": claim.trigger_id,
+            "TRIGGERS_OCCURRENCE": iso(claim.occurrence_at),
+        },
+    )
+
+
+class Launcher:
+    """Worker threads that start runs for claims, in batches, and record them."""
+
+    def __init__(
+        self,
+        *,
+        store: TriggerStore,
+        runner: DeadlineRunner,
+        clock: Clock,
+        on_launched: Callable[[str, str], None],
+        metrics: Metrics,
+        workers: int = 2,
+    ) -> None:
+        self._store = store
+        self._runner = runner
+        self._clock = clock
+        self._on_launched = on_launched
+        self._metrics = metrics
+        self._queue: queue.SimpleQueue[Claim | None] = queue.SimpleQueue()
+        self._workers = [
+            threading.Thread(target=self._work, name=f"launcher-{n}", daemon=True)
+            for n in range(workers)
+        ]
+        self._closing = threading.Event()
+        self._in_flight = 0
+        self._idle = threading.Condition()
+
+    def start(self) -> None:
+        for worker in self._workers:
+            worker.start()
+
+    def submit(self, claims: Sequence[Claim]) -> None:
+        with self._idle:
+            self._in_flight += len(claims)
+        for claim in claims:
+            self._queue.put(claim)
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait until every submitted claim is handled; True when it was."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._in_flight == 0, timeout=timeout)
+
+    def close(self, *, grace: float) -> None:
+        """Finish in-flight launches within `grace`, then give the rest back."""
+        self.wait_idle(grace)
+        self._closing.set()
+        for _ in self._workers:
+            self._queue.put(None)
+        for worker in self._workers:
+            worker.join(timeout=max(grace, 1.0))
+        leftover = []
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is not None:
+                leftover.append(item)
+        now = self._clock.now()
+        for claim in leftover:
+            # The next incarnation (or another daemon) takes these right away.
+            self._release_now(claim, now)
+
+    def _work(self) -> None:
+        while True:
+            first = self._queue.get()
+            if first is None:
+                return
+            batch = [first]
+            while len(batch) < _BATCH:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is None:
+                    self._queue.put(None)  # leave the stop marker for this worker's next turn
+                    break
+                batch.append(item)
+            try:
+                self._launch(batch)
+            except Exception:
+                log.exception("launch_failed", count=len(batch))
+            finally:
+                with self._idle:
+                    self._in_flight -= len(batch)
+                    self._idle.notify_all()
+
+    def _launch(self, batch: list[Claim]) -> None:
+        ready = [claim for claim in batch if self._supersede(claim)]
+        if not ready:
+            return
+        started_at = self._clock.now()
+        try:
+            results: Sequence[RunHandle | RunnerError] = self._runner.start(
+                [launch_request(c) for c in ready]
+            )
+        except RunnerError as exc:
+            results = [exc] * len(ready)
+        now = self._clock.now()
+        self._metrics.launch_duration.observe((now - started_at).total_seconds())
+        launches = []
+        for claim, result in zip(ready, results, strict=True):
+            if isinstance(result, RunHandle):
+                launches.append(Launch(claim=claim, run_id=result.run_id))
+            else:
+                self._compensate(claim, result, now)
+        if launches:
+            self._record(launches, now)
+
+    def _supersede(self, claim: Claim) -> bool:
+        """Cancel the run a supersede claim replaces; False leaves the claim pending."""
+        prior = claim.supersedes_run_id
+        if claim.action is not Action.SUPERSEDE or prior is None:
+            return True
+        bound = structlog.contextvars.bound_contextvars(trigger_id=claim.trigger_id, run_id=prior)
+        with bound:
+            try:
+                self._runner.cancel(prior)
+                self._store.record_settled(
+                    [Settlement(trigger_id=claim.trigger_id, run_id=prior, state="superseded")],
+                    now=self._clock.now(),
+                )
+            except TriggersError as exc:
+                # The prior run keeps its place as the active one, and the replacement
+                # stays pending under its key, to be tried again: neither side is lost.
+                log.warning("supersede_failed", error=str(exc), error_code=exc.code)
+                self._defer(claim, str(exc))
+                return False
+            self._metrics.fired("superseded")
+            log.info("run_superseded", replaced_by=claim.idempotency_key)
+        return True
+
+    def _compensate(self, claim: Claim, error: RunnerError, now: datetime) -> None:
+        with structlog.contextvars.bound_contextvars(trigger_id=claim.trigger_id):
+            if isinstance(error, RunnerRefusedError):
+                log.error("launch_refused", key=claim.idempotency_key, error=str(error))
+                self._guarded(lambda: self._store.fail_launch(claim, error=str(error), now=now))
+                self._metrics.fired("failed")
+                return
+            # Unknown outcome: the runtime may hold the run. Retrying the same key
+            # later is safe: the runtime answers with the same run.
+            log.warning(
+                "launch_deferred",
+                key=claim.idempotency_key,
+                error=str(error),
+                error_code=error.code,
+            )
+            self._defer(claim, str(error))
+
+    def _defer(self, claim: Claim, error: str) -> None:
+        retry_at = self._clock.now() + _RETRY_AFTER
+        self._guarded(lambda: self._store.release(claim, retry_at=retry_at, error=error))
+
+    def _record(self, launches: list[Launch], now: datetime) -> None:
+        try:
+            records = self._store.record_launched(launches, now=now)
+        except StoreError as exc:
+            # The runs exist; the reservations will expire and the retry, under the
+            # same keys, finds the same runs and records them.
+            log.warning("launch_record_failed", count=len(launches), error=str(exc))
+            return
+        for launch, record in zip(launches, records, strict=True):
+            claim = launch.claim
+            with structlog.contextvars.bound_contextvars(
+                trigger_id=claim.trigger_id, run_id=launch.run_id
+            ):
+                if isinstance(record, TriggersError):
+                    log.warning("claim_lost", key=claim.idempotency_key, error_code=record.code)
+                    continue
+                latency = (now - claim.occurrence_at).total_seconds()
+                self._metrics.fire_latency.observe(latency)
+                self._metrics.fired("launched")
+                log.info(
+                    "run_launched",
+                    occurrence_at=iso(claim.occurrence_at),
+                    latency_ms=round(latency * 1000, 1),
+                )
+                self._on_launched(claim.trigger_id, launch.run_id)
+
+    def _release_now(self, claim: Claim, now: datetime) -> None:
+        self._guarded(lambda: self._store.release(claim, retry_at=now, error=None))
+
+    @staticmethod
+    def _guarded(action: Callable[[], object]) -> None:
+        try:
+            action()
+        except TriggersError as exc:
+            log.warning("compensation_failed", error=str(exc), error_code=exc.code)

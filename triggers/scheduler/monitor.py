@@ -1,0 +1,211 @@
+"""Watches active runs and records them in the ledger when they stop.
+
+One thread for every run, not one per run: it records settlements the runner
+reports as they happen, and inspects every watched run in batches on an interval
+(a run another daemon executes is only seen that way). Only a run the runtime
+reports `completed` is completed; a failed, cancelled or vanished run is
+recorded as such, with a message. An inspection error is not evidence that a run
+stopped: the run stays watched and is inspected again later, with backoff.
+Closing detaches; it never cancels a run.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from datetime import timedelta
+
+import structlog
+
+from triggers.clock import Clock
+from triggers.errors import TriggersError
+from triggers.metrics import Metrics
+from triggers.model import RunStatus
+from triggers.scheduler.deadlines import DeadlineRunner
+from triggers.store.protocol import Settlement, TriggerStore
+
+log = structlog.get_logger()
+
+_INSPECT_BATCH = 500
+_MAX_BACKOFF_S = 60.0
+_MAX_UNCLAIMED_REPORTS = 10_000
+
+
+class Monitor:
+    """Tracks `run_id -> trigger_id` and settles the runs that stop."""
+
+    def __init__(
+        self,
+        *,
+        store: TriggerStore,
+        runner: DeadlineRunner,
+        clock: Clock,
+        poll_interval: timedelta,
+        on_settled: Callable[[set[str]], None],
+        metrics: Metrics,
+    ) -> None:
+        self._store = store
+        self._runner = runner
+        self._clock = clock
+        self._poll_s = poll_interval.total_seconds()
+        self._on_settled = on_settled
+        self._metrics = metrics
+        self._watched: dict[str, str] = {}
+        self._reported: dict[str, RunStatus] = {}
+        self._wake = threading.Condition()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="monitor", daemon=True)
+        self._backoff_s = 0.0
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def close(self) -> None:
+        """Detach: stop watching; the runs go on and are re-attached by the next start."""
+        self._stop.set()
+        with self._wake:
+            self._wake.notify_all()
+        self._thread.join(timeout=5)
+
+    def watch(self, trigger_id: str, run_id: str) -> None:
+        with self._wake:
+            self._watched[run_id] = trigger_id
+            self._metrics.active_runs.set(len(self._watched))
+            if run_id in self._reported:
+                self._wake.notify_all()
+
+    def adopt(self, runs: Iterable[tuple[str, str]]) -> int:
+        """Watch `(trigger_id, run_id)` pairs the ledger holds as launched; returns how
+        many were new to this monitor."""
+        added = 0
+        with self._wake:
+            for trigger_id, run_id in runs:
+                if run_id not in self._watched:
+                    self._watched[run_id] = trigger_id
+                    added += 1
+            self._metrics.active_runs.set(len(self._watched))
+            if added:
+                self._wake.notify_all()
+        return added
+
+    def report(self, run_id: str, status: RunStatus) -> None:
+        """The runner's settlement hook (any thread): record without waiting to inspect."""
+        if not status.settled:
+            return
+        with self._wake:
+            self._reported[run_id] = status
+            self._wake.notify_all()
+
+    def watched(self) -> int:
+        with self._wake:
+            return len(self._watched)
+
+    def check_now(self) -> None:
+        """Record what was reported and inspect every watched run (tests and recovery)."""
+        settled = self._collect_reported()
+        settled.update(self._inspect())
+        self._record(settled)
+
+    def _loop(self) -> None:
+        next_poll = self._clock.monotonic() + self._poll_s
+        while not self._stop.is_set():
+            with self._wake:
+                timeout = max(0.0, next_poll - self._clock.monotonic())
+                if not self._has_reported():
+                    self._wake.wait(timeout=timeout)
+            if self._stop.is_set():
+                return
+            try:
+                settled = self._collect_reported()
+                if self._clock.monotonic() >= next_poll:
+                    settled.update(self._inspect())
+                    next_poll = self._clock.monotonic() + self._poll_s + self._backoff_s
+                self._record(settled)
+            except Exception:
+                log.exception("monitor_failed")
+
+    def _has_reported(self) -> bool:
+        return any(run_id in self._watched for run_id in self._reported)
+
+    def _collect_reported(self) -> dict[str, RunStatus]:
+        with self._wake:
+            ready = {r: s for r, s in self._reported.items() if r in self._watched}
+            for run_id in ready:
+                del self._reported[run_id]
+            # Reports about runs nobody watches are kept only briefly (a launch
+            # recorded a moment later claims them).
+            if len(self._reported) > _MAX_UNCLAIMED_REPORTS:
+                self._reported.clear()
+            return ready
+
+    def _inspect(self) -> dict[str, RunStatus]:
+        with self._wake:
+            run_ids = list(self._watched)
+        settled: dict[str, RunStatus] = {}
+        for start in range(0, len(run_ids), _INSPECT_BATCH):
+            part = run_ids[start : start + _INSPECT_BATCH]
+            try:
+                statuses = self._runner.inspect(part)
+            except TriggersError as exc:
+                self._backoff_s = min(
+                    max(self._poll_s, 1.0) * 2 if not self._backoff_s else self._backoff_s * 2,
+                    _MAX_BACKOFF_S,
+                )
+                log.warning(
+                    "inspection_failed",
+                    error=str(exc),
+                    error_code=exc.code,
+                    retry_in_s=self._backoff_s,
+                )
+                return settled
+            settled.update({r: s for r, s in statuses.items() if s.settled})
+        self._backoff_s = 0.0
+        return settled
+
+    def _record(self, settled: dict[str, RunStatus]) -> None:
+        if not settled:
+            return
+        with self._wake:
+            pairs = [(run_id, self._watched.get(run_id)) for run_id in settled]
+        settlements = [
+            Settlement(
+                trigger_id=trigger_id,
+                run_id=run_id,
+                state="failed" if settled[run_id].state == "missing" else settled[run_id].state,  # type: ignore[arg-type]
+                error=_message(run_id, settled[run_id]),
+            )
+            for run_id, trigger_id in pairs
+            if trigger_id is not None
+        ]
+        try:
+            records = self._store.record_settled(settlements, now=self._clock.now())
+        except TriggersError as exc:
+            log.warning("settle_record_failed", count=len(settlements), error=str(exc))
+            with self._wake:
+                for run_id, status in settled.items():
+                    self._reported.setdefault(run_id, status)
+            return
+        triggers = set()
+        with self._wake:
+            for settlement, record in zip(settlements, records, strict=True):
+                self._watched.pop(settlement.run_id, None)
+                triggers.add(settlement.trigger_id)
+                if record is not None:
+                    self._metrics.fired(settlement.state)
+                    log.info(
+                        "run_finished",
+                        trigger_id=settlement.trigger_id,
+                        run_id=settlement.run_id,
+                        outcome=settlement.state,
+                        error=settlement.error,
+                    )
+            self._metrics.active_runs.set(len(self._watched))
+        self._on_settled(triggers)
+
+
+def _message(run_id: str, status: RunStatus) -> str | None:
+    if status.state == "completed":
+        return None
+    if status.state == "missing":
+        return f"run {run_id} is unknown to the runtime"
+    return status.error or f"run {run_id} {status.state}"

@@ -1,0 +1,66 @@
+"""Row <-> record conversion for the SQL trigger store."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from triggers.errors import CorruptRowError
+from triggers.model import FireRecord, Outcome, Reason, Trigger, TriggerSpec
+from triggers.store.protocol import Heartbeat
+
+
+def trigger_from_row(row: Mapping[Any, Any]) -> Trigger:
+    """Decode a `triggers` row. Raises CorruptRowError naming the trigger."""
+    try:
+        spec = TriggerSpec.from_json(row["declaration"])
+        return Trigger(
+            spec=spec,
+            revision=int(row["revision"]),
+            paused=bool(row["paused"]),
+            pause_note=row["pause_note"],
+            retired=bool(row["retired"]),
+            watermark_at=row["watermark_at"],
+            active_count=int(row["active_count"]),
+            buffered_count=int(row["buffered_count"]),
+            runs_launched=int(row["runs_launched"]),
+            created_at=row["created_at"],
+            updated_at=row["updated_at"],
+        )
+    except (KeyError, ValueError, TypeError, AttributeError) as exc:
+        raise CorruptRowError(
+            f"trigger {row.get('id')!r} has an undecodable row: {exc}", trigger_id=row.get("id")
+        ) from exc
+
+
+def fire_from_row(row: Mapping[Any, Any]) -> FireRecord:
+    """Decode a `fires` row."""
+    return FireRecord(
+        trigger_id=row["trigger_id"],
+        occurrence_at=row["occurrence_at"],
+        outcome=Outcome(row["outcome"]),
+        reason=Reason(row["reason"]) if row["reason"] else None,
+        run_id=row["run_id"],
+        revision=row["revision"],
+        host=row["host"],
+        claimed_at=row["claimed_at"],
+        launched_at=row["launched_at"],
+        settled_at=row["settled_at"],
+        error=row["error"],
+        last_occurrence_at=row["last_occurrence_at"],
+        count=int(row["count"]),
+        manual_key=row["manual_key"],
+        idempotency_key=row["idempotency_key"],
+    )
+
+
+def heartbeat_from_row(row: Mapping[Any, Any]) -> Heartbeat:
+    return Heartbeat(
+        owner=row["owner"],
+        host=row["host"],
+        pid=int(row["pid"]),
+        version=row["version"],
+        started_at=row["started_at"],
+        last_tick_at=row["last_tick_at"],
+        stopped_at=row["stopped_at"],
+    )

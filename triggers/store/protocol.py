@@ -1,0 +1,263 @@
+"""The trigger store contract: what every implementation (SQL, memory) must do.
+
+The scheduler depends on this module only. Claims are decided and recorded in
+batches (one transaction for every occurrence a tick owes), because a tick of a
+thousand every-second triggers cannot afford a transaction per occurrence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Literal, Protocol
+
+from triggers.errors import StoreError, TriggersError
+from triggers.model import Action, FireRecord, Outcome, Overlap, Reason, Trigger, TriggerSpec
+
+FireKind = Literal["scheduled", "manual", "backfill"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClaimRequest:
+    """One occurrence to decide, computed from the trigger at `expected_revision`."""
+
+    trigger_id: str
+    occurrence_at: datetime
+    expected_revision: int
+    kind: FireKind = "scheduled"
+    manual_key: str = ""
+    overlap: Overlap | None = None  # a manual fire's override of the trigger's policy
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Claim:
+    """The decision for one occurrence, already recorded in the ledger.
+
+    `reservation` is set when the action launches a run (fire, supersede): the
+    lease on the ledger row that entitles this scheduler to launch it.
+    """
+
+    trigger: Trigger
+    occurrence_at: datetime
+    action: Action
+    idempotency_key: str
+    kind: FireKind = "scheduled"
+    manual_key: str = ""
+    reason: Reason | None = None
+    reservation: str | None = None
+    supersedes_run_id: str | None = None
+
+    @property
+    def trigger_id(self) -> str:
+        return self.trigger.id
+
+    @property
+    def launches(self) -> bool:
+        return self.action in (Action.FIRE, Action.SUPERSEDE)
+
+
+ClaimResult = Claim | TriggersError
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RangeRecord:
+    """Consecutive occurrences that did not launch, recorded as one (mergeable) row.
+
+    `after` is the watermark the caller planned from: the store refuses the range
+    when the watermark has moved since (another daemon decided those occurrences).
+    """
+
+    trigger_id: str
+    expected_revision: int
+    after: datetime
+    first_at: datetime
+    last_at: datetime
+    count: int
+    outcome: Literal[Outcome.MISSED, Outcome.SKIPPED]
+    reason: Reason
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Launch:
+    """A run the runner started for a claim."""
+
+    claim: Claim
+    run_id: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Settlement:
+    """A run that stopped, as the runner reports it."""
+
+    trigger_id: str
+    run_id: str
+    state: Literal["completed", "failed", "cancelled", "superseded"]
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ActiveRun:
+    """A ledger row whose run the ledger believes active."""
+
+    trigger_id: str
+    occurrence_at: datetime
+    manual_key: str
+    run_id: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApplyResult:
+    """What applying a set of declarations changed."""
+
+    created: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    retired: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HistoryQuery:
+    """Filters of the fire ledger, newest first."""
+
+    trigger_id: str | None = None
+    outcomes: frozenset[Outcome] = frozenset()
+    since: datetime | None = None
+    until: datetime | None = None
+    limit: int = 100
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Heartbeat:
+    """A daemon's liveness record."""
+
+    owner: str
+    host: str
+    pid: int
+    version: str
+    started_at: datetime
+    last_tick_at: datetime
+    stopped_at: datetime | None = None
+
+
+TriggerRow = Trigger | StoreError
+"""A listed trigger, or the error that decoding its row raised (isolated per row)."""
+
+
+class TriggerStore(Protocol):
+    """Durable triggers, claims and the fire ledger.
+
+    Every method that writes takes `now=`: the store never reads a clock.
+    Raises StoreUnavailableError when the database cannot be reached.
+    """
+
+    def apply(self, specs: Sequence[TriggerSpec], *, now: datetime) -> ApplyResult:
+        """Upsert every declaration and retire stored triggers missing from `specs`.
+
+        A changed declaration bumps its revision; an unchanged one does not; a new
+        trigger's watermark starts at `now` (it owes nothing from before). Pause
+        state survives. A retired trigger that reappears is revived."""
+        ...
+
+    def list_triggers(self) -> list[TriggerRow]:
+        """Every stored trigger, retired and disabled ones included, by id."""
+        ...
+
+    def get_trigger(self, trigger_id: str) -> Trigger | None:
+        """One trigger, or None."""
+        ...
+
+    def set_paused(
+        self, trigger_id: str, *, paused: bool, note: str | None, now: datetime
+    ) -> Trigger:
+        """Pause or resume new claims. Raises UnknownTriggerError."""
+        ...
+
+    def claim(
+        self,
+        requests: Sequence[ClaimRequest],
+        *,
+        owner: str,
+        host: str,
+        now: datetime,
+        lease: timedelta,
+    ) -> list[ClaimResult]:
+        """Decide and record each occurrence (fire, skip, buffer, supersede), atomically.
+
+        Requests are decided in order, so a later occurrence of a trigger sees the
+        run an earlier one of the batch launched. A fire or supersede takes a
+        reservation lease before any run exists. A scheduled claim moves the
+        trigger's watermark forward to its occurrence. An occurrence already in
+        the ledger, or a scheduled occurrence at or before the trigger's watermark
+        (decided before, perhaps inside a range row), answers `Action.DUPLICATE` and
+        changes nothing. Per request,
+        the result is the Claim or the error: RevisionMismatchError when the
+        declaration changed since `expected_revision`; UnknownTriggerError."""
+        ...
+
+    def record_ranges(
+        self, ranges: Sequence[RangeRecord], *, now: datetime
+    ) -> list[TriggersError | None]:
+        """Record occurrences that did not launch, merging a range into the trigger's
+        open range row of the same outcome and reason; moves the watermark to `last_at`.
+
+        Per range: None, RevisionMismatchError, or WatermarkMovedError."""
+        ...
+
+    def record_launched(
+        self, launches: Sequence[Launch], *, now: datetime
+    ) -> list[FireRecord | StoreError]:
+        """Swap each claim's reservation for its run id and mark the row `launched`.
+
+        Per launch: the row, or StaleOwnerError when the reservation expired or
+        was taken over (another scheduler now owns the launch)."""
+        ...
+
+    def release(self, claim: Claim, *, retry_at: datetime, error: str | None) -> None:
+        """Give a reservation back after a failed or ambiguous start: the occurrence
+        stays pending under the same key and is re-taken from `retry_at`."""
+        ...
+
+    def fail_launch(self, claim: Claim, *, error: str, now: datetime) -> None:
+        """Record a launch that can never succeed (the runtime refused it) as `failed`."""
+        ...
+
+    def take_pending(
+        self, *, owner: str, host: str, now: datetime, lease: timedelta, limit: int = 500
+    ) -> list[Claim]:
+        """Re-reserve launches whose lease expired, and promote buffered occurrences of
+        triggers that can take a run now; each comes back as a fire claim."""
+        ...
+
+    def record_settled(
+        self, settlements: Sequence[Settlement], *, now: datetime
+    ) -> list[FireRecord | None]:
+        """Record runs that stopped (`completed`, `failed`, `cancelled`).
+
+        Idempotent: a row no longer `launched` with that run id is left as is (None).
+        A failure pauses a trigger declared `pause_on_failure`, with the error as note."""
+        ...
+
+    def active_runs(self) -> list[ActiveRun]:
+        """Ledger rows in `launched` state, for the monitor to re-attach to."""
+        ...
+
+    def history(self, query: HistoryQuery) -> list[FireRecord]:
+        """Ledger rows, newest occurrence first."""
+        ...
+
+    def last_records(self) -> dict[str, FireRecord]:
+        """The newest ledger row of each trigger."""
+        ...
+
+    def heartbeat(self, beat: Heartbeat) -> None:
+        """Record a daemon's liveness."""
+        ...
+
+    def heartbeats(self) -> list[Heartbeat]:
+        """Every daemon's latest heartbeat."""
+        ...
+
+    def prune(self, *, older_than: datetime, limit: int = 10_000) -> int:
+        """Delete settled rows settled before `older_than`; never active or pending ones."""
+        ...

@@ -1,0 +1,115 @@
+"""Tables of the trigger store and the fire ledger (SQLAlchemy Core metadata).
+
+Instants are stored as BIGINT epoch milliseconds through `UtcDateTime`: exact,
+identical on SQLite and PostgreSQL, cheap to compare, and an occurrence's
+identity is its UTC millisecond.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import JSONB
+
+from triggers.clock import from_ms, to_ms
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+metadata = sa.MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class UtcDateTime(sa.types.TypeDecorator[datetime]):
+    """An aware datetime stored as epoch milliseconds; naive values are refused."""
+
+    impl = sa.BigInteger
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: sa.Dialect) -> int | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError(f"UtcDateTime needs an aware datetime, got {value!r}")
+        return to_ms(value)
+
+    def process_result_value(self, value: Any, dialect: sa.Dialect) -> datetime | None:
+        return None if value is None else from_ms(int(value))
+
+
+JsonType = sa.JSON().with_variant(JSONB(), "postgresql")
+# SQLite only aliases the rowid for INTEGER PRIMARY KEY, not BIGINT.
+BigId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+
+triggers = sa.Table(
+    "triggers",
+    metadata,
+    sa.Column("id", sa.String(128), primary_key=True),
+    sa.Column("revision", sa.Integer, nullable=False),
+    sa.Column("digest", sa.String(64), nullable=False),
+    sa.Column("declaration", JsonType, nullable=False),
+    sa.Column("enabled", sa.Boolean, nullable=False),
+    sa.Column("retired", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("paused", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("pause_note", sa.Text, nullable=True),
+    sa.Column("paused_at", UtcDateTime, nullable=True),
+    sa.Column("watermark_at", UtcDateTime, nullable=False),
+    sa.Column("active_count", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("buffered_count", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("runs_launched", sa.Integer, nullable=False, server_default="0"),
+    # The ledger row a following range of the same outcome and reason may extend;
+    # cleared whenever any other row is written for the trigger.
+    sa.Column("open_range_id", sa.BigInteger, nullable=True),
+    sa.Column("created_at", UtcDateTime, nullable=False),
+    sa.Column("updated_at", UtcDateTime, nullable=False),
+)
+
+fires = sa.Table(
+    "fires",
+    metadata,
+    sa.Column("id", BigId, primary_key=True, autoincrement=True),
+    sa.Column("trigger_id", sa.String(128), nullable=False),
+    sa.Column("occurrence_at", UtcDateTime, nullable=False),
+    sa.Column("last_occurrence_at", UtcDateTime, nullable=True),
+    sa.Column("count", sa.Integer, nullable=False, server_default="1"),
+    sa.Column("manual_key", sa.String(200), nullable=False, server_default=""),
+    sa.Column("idempotency_key", sa.String(400), nullable=True),
+    sa.Column("kind", sa.String(16), nullable=False, server_default="scheduled"),
+    sa.Column("outcome", sa.String(16), nullable=False),
+    sa.Column("reason", sa.String(32), nullable=True),
+    sa.Column("run_id", sa.String(64), nullable=True),
+    sa.Column("supersedes_run_id", sa.String(64), nullable=True),
+    sa.Column("revision", sa.Integer, nullable=True),
+    sa.Column("host", sa.String(255), nullable=True),
+    sa.Column("claimed_at", UtcDateTime, nullable=True),
+    sa.Column("launched_at", UtcDateTime, nullable=True),
+    sa.Column("settled_at", UtcDateTime, nullable=True),
+    sa.Column("error", sa.Text, nullable=True),
+    sa.Column("reservation", sa.String(64), nullable=True),
+    sa.Column("lease_owner", sa.String(255), nullable=True),
+    sa.Column("lease_expires_at", UtcDateTime, nullable=True),
+    sa.UniqueConstraint("trigger_id", "occurrence_at", "manual_key"),
+    sa.UniqueConstraint("idempotency_key"),
+    sa.Index("ix_fires_outcome_lease_expires_at", "outcome", "lease_expires_at"),
+    sa.Index("ix_fires_occurrence_at", "occurrence_at"),
+    sa.Index("ix_fires_settled_at", "settled_at"),
+    sa.Index("ix_fires_run_id", "run_id"),
+)
+
+heartbeats = sa.Table(
+    "heartbeats",
+    metadata,
+    sa.Column("owner", sa.String(255), primary_key=True),
+    sa.Column("host", sa.String(255), nullable=False),
+    sa.Column("pid", sa.Integer, nullable=False),
+    sa.Column("version", sa.String(64), nullable=False),
+    sa.Column("started_at", UtcDateTime, nullable=False),
+    sa.Column("last_tick_at", UtcDateTime, nullable=False),
+    sa.Column("stopped_at", UtcDateTime, nullable=True),
+)

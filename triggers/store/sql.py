@@ -1,0 +1,452 @@
+"""The SQL trigger store (SQLite and PostgreSQL through SQLAlchemy Core).
+
+Correctness comes from fences, not locks: every write to a trigger checks the
+revision its caller computed from, every launch record checks the reservation,
+and the ledger's UNIQUE (trigger_id, occurrence_at, manual_key) makes a second
+claim of an occurrence impossible. Row locks (`FOR UPDATE` on PostgreSQL,
+`BEGIN IMMEDIATE` on SQLite) only keep two claimers from wasting work.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import DBAPIError, OperationalError
+
+from looms_runtime.db import Database
+from triggers.errors import (
+    CorruptRowError,
+    StaleOwnerError,
+    StoreError,
+    StoreUnavailableError,
+    TriggersError,
+    UnknownTriggerError,
+)
+from triggers.model import FireRecord, Outcome, Trigger, TriggerSpec
+from triggers.store import _rows
+from triggers.store._claims import (
+    ClaimBatch,
+    adjust_active,
+    fire_key,
+    promote_buffered,
+    record_range,
+    settle,
+    take_expired,
+)
+from triggers.store.protocol import (
+    ActiveRun,
+    ApplyResult,
+    Claim,
+    ClaimRequest,
+    ClaimResult,
+    Heartbeat,
+    HistoryQuery,
+    Launch,
+    RangeRecord,
+    Settlement,
+)
+from triggers.store.schema import fires, heartbeats, triggers
+
+
+class SqlTriggerStore:
+    """`TriggerStore` on a `Database` (see `triggers.store.protocol` for the contract)."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    # -- declarations -------------------------------------------------------------
+
+    def apply(self, specs: Sequence[TriggerSpec], *, now: datetime) -> ApplyResult:
+        result = ApplyResult()
+        with self._write() as conn:
+            stored = {
+                row.id: row
+                for row in conn.execute(
+                    sa.select(
+                        triggers.c.id,
+                        triggers.c.digest,
+                        triggers.c.revision,
+                        triggers.c.retired,
+                        triggers.c.watermark_at,
+                    )
+                )
+            }
+            declared = set()
+            for spec in specs:
+                declared.add(spec.id)
+                self._apply_one(conn, spec, stored.get(spec.id), now, result)
+            for trigger_id, row in sorted(stored.items()):
+                if trigger_id not in declared and not row.retired:
+                    conn.execute(
+                        triggers.update()
+                        .where(triggers.c.id == trigger_id)
+                        .values(retired=True, updated_at=now)
+                    )
+                    result.retired.append(trigger_id)
+        return result
+
+    @staticmethod
+    def _apply_one(
+        conn: Connection, spec: TriggerSpec, row: Any, now: datetime, result: ApplyResult
+    ) -> None:
+        digest = spec.digest()
+        declaration = spec.to_json()
+        if row is None:
+            conn.execute(
+                triggers.insert().values(
+                    id=spec.id,
+                    revision=1,
+                    digest=digest,
+                    declaration=declaration,
+                    enabled=spec.enabled,
+                    watermark_at=now,
+                    created_at=now,
+                    updated_at=now,
+                )
+            )
+            result.created.append(spec.id)
+            return
+        if row.digest == digest and not row.retired:
+            result.unchanged.append(spec.id)
+            return
+        values: dict[str, Any] = {
+            "digest": digest,
+            "declaration": declaration,
+            "enabled": spec.enabled,
+            "retired": False,
+            "updated_at": now,
+        }
+        if row.digest != digest:
+            values["revision"] = row.revision + 1
+        if row.retired:
+            # A revived trigger owes nothing for the time it was retired.
+            values["watermark_at"] = max(row.watermark_at, now)
+        conn.execute(triggers.update().where(triggers.c.id == spec.id).values(**values))
+        result.updated.append(spec.id)
+
+    def list_triggers(self) -> list[Trigger | StoreError]:
+        with self._read() as conn:
+            rows = conn.execute(sa.select(triggers).order_by(triggers.c.id)).mappings().all()
+        return [_decode(row) for row in rows]
+
+    def get_trigger(self, trigger_id: str) -> Trigger | None:
+        with self._read() as conn:
+            row = (
+                conn.execute(sa.select(triggers).where(triggers.c.id == trigger_id))
+                .mappings()
+                .first()
+            )
+        if row is None:
+            return None
+        return _rows.trigger_from_row(row)
+
+    def set_paused(
+        self, trigger_id: str, *, paused: bool, note: str | None, now: datetime
+    ) -> Trigger:
+        with self._write() as conn:
+            updated = conn.execute(
+                triggers.update()
+                .where(triggers.c.id == trigger_id)
+                .values(
+                    paused=paused,
+                    pause_note=note if paused else None,
+                    paused_at=now if paused else None,
+                    updated_at=now,
+                )
+            )
+            if updated.rowcount == 0:
+                raise UnknownTriggerError(f"no trigger {trigger_id!r}", trigger_id=trigger_id)
+            row = (
+                conn.execute(sa.select(triggers).where(triggers.c.id == trigger_id))
+                .mappings()
+                .one()
+            )
+        return _rows.trigger_from_row(row)
+
+    # -- claims ---------------------------------------------------------------------
+
+    def claim(
+        self,
+        requests: Sequence[ClaimRequest],
+        *,
+        owner: str,
+        host: str,
+        now: datetime,
+        lease: timedelta,
+    ) -> list[ClaimResult]:
+        if not requests:
+            return []
+        with self._write() as conn:
+            batch = ClaimBatch(conn, requests, owner=owner, host=host, now=now, lease=lease)
+            return batch.run()
+
+    def record_ranges(
+        self, ranges: Sequence[RangeRecord], *, now: datetime
+    ) -> list[TriggersError | None]:
+        with self._write() as conn:
+            return [record_range(conn, item, now) for item in ranges]
+
+    def record_launched(
+        self, launches: Sequence[Launch], *, now: datetime
+    ) -> list[FireRecord | StoreError]:
+        if not launches:
+            return []
+        params = [
+            {
+                "b_trigger": launch.claim.trigger_id,
+                "b_occurrence": launch.claim.occurrence_at,
+                "b_manual": launch.claim.manual_key,
+                "b_reservation": launch.claim.reservation,
+                "b_run": launch.run_id,
+                "b_now": now,
+            }
+            for launch in launches
+        ]
+        statement = (
+            fires.update()
+            .where(
+                fires.c.trigger_id == sa.bindparam("b_trigger"),
+                fires.c.occurrence_at
+                == sa.bindparam("b_occurrence", type_=fires.c.occurrence_at.type),
+                fires.c.manual_key == sa.bindparam("b_manual"),
+                fires.c.reservation == sa.bindparam("b_reservation"),
+                fires.c.outcome == Outcome.LAUNCHING.value,
+            )
+            .values(
+                outcome=Outcome.LAUNCHED.value,
+                run_id=sa.bindparam("b_run"),
+                launched_at=sa.bindparam("b_now", type_=fires.c.launched_at.type),
+                reservation=None,
+                lease_owner=None,
+                lease_expires_at=None,
+            )
+        )
+        with self._write() as conn:
+            updated = conn.execute(statement, params).rowcount
+            if updated == len(launches):
+                lost: set[int] = set()
+            else:
+                lost = _lost_launches(conn, launches)
+        return [
+            StaleOwnerError(
+                f"trigger {launch.claim.trigger_id!r} lost the reservation of "
+                f"{launch.claim.idempotency_key}",
+                trigger_id=launch.claim.trigger_id,
+                run_id=launch.run_id,
+            )
+            if index in lost
+            else _launched_record(launch, now)
+            for index, launch in enumerate(launches)
+        ]
+
+    def release(self, claim: Claim, *, retry_at: datetime, error: str | None) -> None:
+        with self._write() as conn:
+            conn.execute(
+                fires.update()
+                .where(
+                    *fire_key(claim),
+                    fires.c.reservation == claim.reservation,
+                    fires.c.outcome == Outcome.LAUNCHING.value,
+                )
+                .values(lease_expires_at=retry_at, lease_owner=None, error=error)
+            )
+
+    def fail_launch(self, claim: Claim, *, error: str, now: datetime) -> None:
+        with self._write() as conn:
+            updated = conn.execute(
+                fires.update()
+                .where(
+                    *fire_key(claim),
+                    fires.c.reservation == claim.reservation,
+                    fires.c.outcome == Outcome.LAUNCHING.value,
+                )
+                .values(
+                    outcome=Outcome.FAILED.value,
+                    error=error,
+                    settled_at=now,
+                    reservation=None,
+                    lease_owner=None,
+                    lease_expires_at=None,
+                )
+            ).rowcount
+            if updated:
+                adjust_active(conn, {claim.trigger_id: -1}, now)
+
+    def take_pending(
+        self, *, owner: str, host: str, now: datetime, lease: timedelta, limit: int = 500
+    ) -> list[Claim]:
+        with self._write() as conn:
+            claims = take_expired(conn, owner=owner, host=host, now=now, lease=lease, limit=limit)
+            claims += promote_buffered(conn, owner=owner, host=host, now=now, lease=lease)
+        return claims
+
+    def record_settled(
+        self, settlements: Sequence[Settlement], *, now: datetime
+    ) -> list[FireRecord | None]:
+        if not settlements:
+            return []
+        with self._write() as conn:
+            return settle(conn, settlements, now)
+
+    def active_runs(self) -> list[ActiveRun]:
+        with self._read() as conn:
+            rows = conn.execute(
+                sa.select(
+                    fires.c.trigger_id, fires.c.occurrence_at, fires.c.manual_key, fires.c.run_id
+                ).where(fires.c.outcome == Outcome.LAUNCHED.value)
+            ).all()
+        return [
+            ActiveRun(
+                trigger_id=r.trigger_id,
+                occurrence_at=r.occurrence_at,
+                manual_key=r.manual_key,
+                run_id=r.run_id,
+            )
+            for r in rows
+        ]
+
+    # -- queries ----------------------------------------------------------------------
+
+    def history(self, query: HistoryQuery) -> list[FireRecord]:
+        statement = sa.select(fires)
+        if query.trigger_id is not None:
+            statement = statement.where(fires.c.trigger_id == query.trigger_id)
+        if query.outcomes:
+            statement = statement.where(
+                fires.c.outcome.in_(sorted(o.value for o in query.outcomes))
+            )
+        if query.since is not None:
+            statement = statement.where(
+                sa.func.coalesce(fires.c.last_occurrence_at, fires.c.occurrence_at) >= query.since
+            )
+        if query.until is not None:
+            statement = statement.where(fires.c.occurrence_at <= query.until)
+        statement = statement.order_by(fires.c.occurrence_at.desc(), fires.c.id.desc())
+        statement = statement.limit(query.limit)
+        with self._read() as conn:
+            rows = conn.execute(statement).mappings().all()
+        return [_rows.fire_from_row(row) for row in rows]
+
+    def last_records(self) -> dict[str, FireRecord]:
+        newest = (
+            sa.select(sa.func.max(fires.c.id).label("id")).group_by(fires.c.trigger_id).subquery()
+        )
+        with self._read() as conn:
+            rows = (
+                conn.execute(sa.select(fires).join(newest, fires.c.id == newest.c.id))
+                .mappings()
+                .all()
+            )
+        return {row["trigger_id"]: _rows.fire_from_row(row) for row in rows}
+
+    def heartbeat(self, beat: Heartbeat) -> None:
+        values = dataclasses.asdict(beat)
+        with self._write() as conn:
+            updated = conn.execute(
+                heartbeats.update().where(heartbeats.c.owner == beat.owner).values(**values)
+            ).rowcount
+            if not updated:
+                conn.execute(heartbeats.insert().values(**values))
+
+    def heartbeats(self) -> list[Heartbeat]:
+        with self._read() as conn:
+            rows = (
+                conn.execute(sa.select(heartbeats).order_by(heartbeats.c.last_tick_at.desc()))
+                .mappings()
+                .all()
+            )
+        return [_rows.heartbeat_from_row(row) for row in rows]
+
+    def prune(self, *, older_than: datetime, limit: int = 10_000) -> int:
+        settled = [
+            o.value
+            for o in (
+                Outcome.COMPLETED,
+                Outcome.FAILED,
+                Outcome.CANCELLED,
+                Outcome.SUPERSEDED,
+                Outcome.SKIPPED,
+                Outcome.MISSED,
+            )
+        ]
+        doomed = (
+            sa.select(fires.c.id)
+            .where(fires.c.outcome.in_(settled), fires.c.settled_at < older_than)
+            .limit(limit)
+            .scalar_subquery()
+        )
+        with self._write() as conn:
+            return int(conn.execute(fires.delete().where(fires.c.id.in_(doomed))).rowcount)
+
+    def counts(self) -> dict[str, int]:
+        """Ledger rows by outcome (for `status`)."""
+        with self._read() as conn:
+            rows = conn.execute(
+                sa.select(fires.c.outcome, sa.func.count()).group_by(fires.c.outcome)
+            ).all()
+        return {row[0]: int(row[1]) for row in rows}
+
+    # -- plumbing ---------------------------------------------------------------------
+
+    @contextmanager
+    def _write(self) -> Iterator[Connection]:
+        with _translated(), self._db.write() as conn:
+            yield conn
+
+    @contextmanager
+    def _read(self) -> Iterator[Connection]:
+        with _translated(), self._db.read() as conn:
+            yield conn
+
+
+@contextmanager
+def _translated() -> Iterator[None]:
+    """Driver errors become store errors at this boundary."""
+    try:
+        yield
+    except OperationalError as exc:
+        raise StoreUnavailableError(f"database unavailable: {exc.orig}") from exc
+    except DBAPIError as exc:
+        if exc.connection_invalidated:
+            raise StoreUnavailableError(f"database connection lost: {exc.orig}") from exc
+        raise
+
+
+def _decode(row: Any) -> Trigger | StoreError:
+    try:
+        return _rows.trigger_from_row(row)
+    except CorruptRowError as exc:
+        return exc
+
+
+def _launched_record(launch: Launch, now: datetime) -> FireRecord:
+    claim = launch.claim
+    return FireRecord(
+        trigger_id=claim.trigger_id,
+        occurrence_at=claim.occurrence_at,
+        outcome=Outcome.LAUNCHED,
+        run_id=launch.run_id,
+        revision=claim.trigger.revision,
+        launched_at=now,
+        manual_key=claim.manual_key,
+        idempotency_key=claim.idempotency_key,
+    )
+
+
+def _lost_launches(conn: Connection, launches: Sequence[Launch]) -> set[int]:
+    """Indexes of launches whose row does not now carry their run id."""
+    lost = set()
+    for index, launch in enumerate(launches):
+        run_id = conn.execute(sa.select(fires.c.run_id).where(*fire_key(launch.claim))).scalar()
+        if run_id != launch.run_id:
+            lost.add(index)
+    return lost
+
+
+__all__ = ["SqlTriggerStore"]
