@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
@@ -37,17 +36,26 @@ LEASE = timedelta(minutes=5)
 
 
 @pytest.fixture
-def store(database: Database) -> Iterator[SqlTriggerStore]:
-    yield SqlTriggerStore(database)
+def store(database: Database) -> SqlTriggerStore:
+    return SqlTriggerStore(database)
 
 
 def claim(
     store: SqlTriggerStore, trigger_id: str, minute: int, *, revision: int = 1, **extra: object
 ) -> Claim:
     [result] = store.claim(
-        [ClaimRequest(trigger_id=trigger_id, occurrence_at=T0 + timedelta(minutes=minute),
-                      expected_revision=revision, **extra)],  # type: ignore[arg-type]
-        owner="a", host="h", now=T0 + timedelta(minutes=minute), lease=LEASE,
+        [
+            ClaimRequest(
+                trigger_id=trigger_id,
+                occurrence_at=T0 + timedelta(minutes=minute),
+                expected_revision=revision,
+                **extra,
+            )
+        ],  # type: ignore[arg-type]
+        owner="a",
+        host="h",
+        now=T0 + timedelta(minutes=minute),
+        lease=LEASE,
     )
     assert isinstance(result, Claim), result
     return result
@@ -100,7 +108,9 @@ def test_claim_fires_then_skips_overlap_and_advances_watermark(store: SqlTrigger
     ]
 
 
-def test_claim_of_decided_occurrence_is_duplicate_and_changes_nothing(store: SqlTriggerStore) -> None:
+def test_claim_of_decided_occurrence_is_duplicate_and_changes_nothing(
+    store: SqlTriggerStore,
+) -> None:
     store.apply([spec("a", overlap=Overlap.ALLOW, max_active=5)], now=T0)
     claim(store, "a", 3)
     again = claim(store, "a", 3)
@@ -114,11 +124,20 @@ def test_claim_batch_isolates_revision_mismatch_and_unknown_trigger(store: SqlTr
     store.apply([spec("a"), spec("b")], now=T0)
     results = store.claim(
         [
-            ClaimRequest(trigger_id="a", occurrence_at=T0 + timedelta(minutes=1), expected_revision=7),
-            ClaimRequest(trigger_id="ghost", occurrence_at=T0 + timedelta(minutes=1), expected_revision=1),
-            ClaimRequest(trigger_id="b", occurrence_at=T0 + timedelta(minutes=1), expected_revision=1),
+            ClaimRequest(
+                trigger_id="a", occurrence_at=T0 + timedelta(minutes=1), expected_revision=7
+            ),
+            ClaimRequest(
+                trigger_id="ghost", occurrence_at=T0 + timedelta(minutes=1), expected_revision=1
+            ),
+            ClaimRequest(
+                trigger_id="b", occurrence_at=T0 + timedelta(minutes=1), expected_revision=1
+            ),
         ],
-        owner="a", host="h", now=T0 + timedelta(minutes=1), lease=LEASE,
+        owner="a",
+        host="h",
+        now=T0 + timedelta(minutes=1),
+        lease=LEASE,
     )
     assert isinstance(results[0], RevisionMismatchError)
     assert isinstance(results[1], UnknownTriggerError)
@@ -130,9 +149,16 @@ def test_claim_batch_isolates_revision_mismatch_and_unknown_trigger(store: SqlTr
 def test_claim_batch_sees_earlier_launch_of_same_batch(store: SqlTriggerStore) -> None:
     store.apply([spec("a", overlap=Overlap.BUFFER_ALL, max_buffer=1)], now=T0)
     results = store.claim(
-        [ClaimRequest(trigger_id="a", occurrence_at=T0 + timedelta(minutes=m), expected_revision=1)
-         for m in (1, 2, 3)],
-        owner="a", host="h", now=T0 + timedelta(minutes=3), lease=LEASE,
+        [
+            ClaimRequest(
+                trigger_id="a", occurrence_at=T0 + timedelta(minutes=m), expected_revision=1
+            )
+            for m in (1, 2, 3)
+        ],
+        owner="a",
+        host="h",
+        now=T0 + timedelta(minutes=3),
+        lease=LEASE,
     )
     assert [(r.action, r.reason) for r in results if isinstance(r, Claim)] == [
         (Action.FIRE, None),
@@ -152,9 +178,19 @@ def test_paused_or_disabled_trigger_ignores_scheduled_claims_but_not_manual(
     assert manual.action is Action.FIRE
     assert manual.idempotency_key == "a:manual:k1"
     repeat = store.claim(
-        [ClaimRequest(trigger_id="a", occurrence_at=T0 + timedelta(minutes=9), expected_revision=1,
-                      kind="manual", manual_key="k1")],
-        owner="a", host="h", now=T0 + timedelta(minutes=9), lease=LEASE,
+        [
+            ClaimRequest(
+                trigger_id="a",
+                occurrence_at=T0 + timedelta(minutes=9),
+                expected_revision=1,
+                kind="manual",
+                manual_key="k1",
+            )
+        ],
+        owner="a",
+        host="h",
+        now=T0 + timedelta(minutes=9),
+        lease=LEASE,
     )
     assert isinstance(repeat[0], Claim) and repeat[0].action is Action.DUPLICATE
     a = store.get_trigger("a")
@@ -182,8 +218,9 @@ def test_released_reservation_is_retaken_with_same_key_and_old_owner_loses(
     store.apply([spec("a")], now=T0)
     fire = claim(store, "a", 1)
     store.release(fire, retry_at=T0 + timedelta(minutes=2), error="timeout")
-    early = store.take_pending(owner="b", host="h2", now=T0 + timedelta(minutes=1, seconds=30),
-                               lease=LEASE)
+    early = store.take_pending(
+        owner="b", host="h2", now=T0 + timedelta(minutes=1, seconds=30), lease=LEASE
+    )
     assert early == []
     [retaken] = store.take_pending(owner="b", host="h2", now=T0 + timedelta(minutes=2), lease=LEASE)
     assert retaken.idempotency_key == fire.idempotency_key
@@ -249,11 +286,18 @@ def test_ranges_merge_while_consecutive_and_are_fenced_on_the_watermark(
 ) -> None:
     store.apply([spec("a")], now=T0)
 
-    def missed(first: int, last: int, after: int, reason: Reason = Reason.CATCHUP_WINDOW) -> RangeRecord:
+    def missed(
+        first: int, last: int, after: int, reason: Reason = Reason.CATCHUP_WINDOW
+    ) -> RangeRecord:
         return RangeRecord(
-            trigger_id="a", expected_revision=1, after=T0 + timedelta(minutes=after),
-            first_at=T0 + timedelta(minutes=first), last_at=T0 + timedelta(minutes=last),
-            count=last - first + 1, outcome=Outcome.MISSED, reason=reason,
+            trigger_id="a",
+            expected_revision=1,
+            after=T0 + timedelta(minutes=after),
+            first_at=T0 + timedelta(minutes=first),
+            last_at=T0 + timedelta(minutes=last),
+            count=last - first + 1,
+            outcome=Outcome.MISSED,
+            reason=reason,
         )
 
     assert store.record_ranges([missed(1, 3, 0), missed(4, 6, 3)], now=T0) == [None, None]
@@ -279,7 +323,9 @@ def test_history_filters_and_orders_newest_first(store: SqlTriggerStore) -> None
     assert [r.occurrence_at.minute for r in store.history(HistoryQuery())] == [3, 2, 1]
     skipped = store.history(HistoryQuery(outcomes=frozenset({Outcome.SKIPPED})))
     assert [(r.trigger_id, r.occurrence_at.minute) for r in skipped] == [("a", 2)]
-    window = store.history(HistoryQuery(since=T0 + timedelta(minutes=2), until=T0 + timedelta(minutes=2)))
+    window = store.history(
+        HistoryQuery(since=T0 + timedelta(minutes=2), until=T0 + timedelta(minutes=2))
+    )
     assert [r.occurrence_at.minute for r in window] == [2]
     assert len(store.history(HistoryQuery(limit=1))) == 1
     last = store.last_records()
@@ -308,15 +354,24 @@ def test_corrupt_row_is_isolated_in_listing(store: SqlTriggerStore, database: Da
     store.apply([spec("a"), spec("b")], now=T0)
     with database.write() as conn:
         conn.execute(
-            sa.update(triggers_table).where(triggers_table.c.id == "a").values(declaration={"id": "a"})
+            sa.update(triggers_table)
+            .where(triggers_table.c.id == "a")
+            .values(declaration={"id": "a"})
         )
     rows = store.list_triggers()
     assert isinstance(rows[0], CorruptRowError)
     assert rows[0].details["trigger_id"] == "a"
     assert isinstance(rows[1], Trigger) and rows[1].id == "b"
     [result] = store.claim(
-        [ClaimRequest(trigger_id="a", occurrence_at=T0 + timedelta(minutes=1), expected_revision=1)],
-        owner="a", host="h", now=T0, lease=LEASE,
+        [
+            ClaimRequest(
+                trigger_id="a", occurrence_at=T0 + timedelta(minutes=1), expected_revision=1
+            )
+        ],
+        owner="a",
+        host="h",
+        now=T0,
+        lease=LEASE,
     )
     assert isinstance(result, CorruptRowError)
 

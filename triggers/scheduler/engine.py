@@ -146,6 +146,7 @@ class Scheduler:
             runner=self._runner,
             clock=clock,
             on_launched=self.monitor.watch,
+            on_deferred=self._pending_retry_at,
             metrics=self.metrics,
         )
         runner.subscribe(self.monitor.report)
@@ -157,6 +158,8 @@ class Scheduler:
         self._last_prune_at: datetime | None = None
         self._started_at = clock.now()
         self._pending_wanted = threading.Event()
+        self._pending_due_at: datetime | None = None
+        self._pending_lock = threading.Lock()
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._corrupt: set[str] = set()
@@ -213,8 +216,7 @@ class Scheduler:
             self._beat(now)
             if self._next_poll_at is None or now >= self._next_poll_at:
                 self._poll(now, report)
-            elif self._pending_wanted.is_set():
-                self._pending_wanted.clear()
+            elif self._pending_due(now):
                 self._take_pending(self._clock.now())
             due = self._pop_due(self._clock.now())
             if due:
@@ -239,6 +241,9 @@ class Scheduler:
 
     def _next_wake(self) -> datetime:
         poll_at = self._next_poll_at or self._clock.now()
+        with self._pending_lock:
+            if self._pending_due_at is not None:
+                poll_at = min(poll_at, self._pending_due_at)
         while self._heap:
             due_at, _, trigger_id = self._heap[0]
             entry = self._entries.get(trigger_id)
@@ -306,7 +311,24 @@ class Scheduler:
         if pruned:
             log.info("ledger_pruned", rows=pruned)
 
+    def _pending_retry_at(self, retry_at: datetime) -> None:
+        """Launcher thread: a launch was given back, to be retried from `retry_at`."""
+        with self._pending_lock:
+            if self._pending_due_at is None or retry_at < self._pending_due_at:
+                self._pending_due_at = retry_at
+        self._wake.set()
+
+    def _pending_due(self, now: datetime) -> bool:
+        if self._pending_wanted.is_set():
+            return True
+        with self._pending_lock:
+            return self._pending_due_at is not None and now >= self._pending_due_at
+
     def _take_pending(self, now: datetime) -> None:
+        self._pending_wanted.clear()
+        with self._pending_lock:
+            if self._pending_due_at is not None and self._pending_due_at <= now:
+                self._pending_due_at = None
         claims = self._store.take_pending(
             owner=self._options.owner, host=self._options.host, now=now, lease=self._options.lease
         )

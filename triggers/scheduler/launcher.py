@@ -57,6 +57,7 @@ class Launcher:
         runner: DeadlineRunner,
         clock: Clock,
         on_launched: Callable[[str, str], None],
+        on_deferred: Callable[[datetime], None],
         metrics: Metrics,
         workers: int = 2,
     ) -> None:
@@ -64,6 +65,7 @@ class Launcher:
         self._runner = runner
         self._clock = clock
         self._on_launched = on_launched
+        self._on_deferred = on_deferred
         self._metrics = metrics
         self._queue: queue.SimpleQueue[Claim | None] = queue.SimpleQueue()
         self._workers = [
@@ -199,6 +201,7 @@ class Launcher:
     def _defer(self, claim: Claim, error: str) -> None:
         retry_at = self._clock.now() + _RETRY_AFTER
         self._guarded(lambda: self._store.release(claim, retry_at=retry_at, error=error))
+        self._on_deferred(retry_at)
 
     def _record(self, launches: list[Launch], now: datetime) -> None:
         try:

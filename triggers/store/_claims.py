@@ -501,6 +501,7 @@ def promote_buffered(
                 .where(fires.c.id == row["id"])
                 .values(
                     outcome=Outcome.LAUNCHING.value,
+                    reason=None,
                     reservation=reservation,
                     lease_owner=owner,
                     host=host,

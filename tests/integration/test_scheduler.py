@@ -1,0 +1,328 @@
+"""The scheduler on SQLite and PostgreSQL, with a fake clock and a scripted runner."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from datetime import timedelta
+
+import pytest
+import sqlalchemy as sa
+
+from looms_runtime.db import Database
+from tests.factories import spec
+from tests.integration.harness import Harness
+from triggers import services
+from triggers.clock import utc
+from triggers.errors import RunnerError
+from triggers.model import CatchupPolicy, Outcome, Overlap, Reason, RunStatus
+from triggers.runner.fake import FakeRunner
+from triggers.store.schema import triggers as triggers_table
+
+T0 = utc(2026, 3, 1, 12)
+
+
+@pytest.fixture
+def harness(database: Database) -> Iterator[Harness]:
+    h = Harness(database, start=T0)
+    yield h
+    h.close()
+
+
+def test_every_occurrence_launches_once_with_its_key(harness: Harness) -> None:
+    harness.runner.auto_complete = True
+    harness.apply([spec("tick", every=timedelta(seconds=10))])
+    harness.advance(timedelta(minutes=1))
+    rows = harness.history("tick")
+    assert [r.occurrence_at for r in rows] == [T0 + timedelta(seconds=10 * n) for n in range(1, 7)]
+    assert {r.outcome for r in rows} == {Outcome.COMPLETED}
+    keys = [request.idempotency_key for request in harness.runner.requests]
+    assert keys == [f"tick:2026-03-01T12:{s // 60:02d}:{s % 60:02d}Z" for s in range(10, 61, 10)]
+    assert len({r.run_id for r in rows}) == 6
+    assert all(r.launched_at is not None and r.launched_at >= r.occurrence_at for r in rows)
+
+
+def test_run_env_names_trigger_and_occurrence(harness: Harness) -> None:
+    harness.apply([spec("tick", every=timedelta(minutes=1))])
+    harness.advance(timedelta(minutes=1))
+    [request] = harness.runner.requests
+    assert request.env == {
+        "TRIGGERS_TRIGGER_ID": "tick",
+        "TRIGGERS_OCCURRENCE": "2026-03-01T12:01:00.000Z",
+    }
+
+
+def test_skip_policy_records_overlap_while_run_is_active(harness: Harness) -> None:
+    harness.apply([spec("long", every=timedelta(minutes=1), overlap=Overlap.SKIP)])
+    harness.advance(timedelta(minutes=3))
+    [run_id] = harness.runner.active()
+    harness.runner.settle(run_id, "completed")
+    harness.advance(timedelta(minutes=1))
+    assert harness.outcomes("long") == [
+        ("12:01:00", Outcome.COMPLETED, None, 1),
+        ("12:02:00", Outcome.SKIPPED, "overlap", 1),
+        ("12:03:00", Outcome.SKIPPED, "overlap", 1),
+        ("12:04:00", Outcome.LAUNCHED, None, 1),
+    ]
+
+
+def test_buffer_launches_pending_occurrence_when_run_settles(harness: Harness) -> None:
+    harness.apply([spec("buf", every=timedelta(minutes=1), overlap=Overlap.BUFFER)])
+    harness.advance(timedelta(minutes=3))
+    [first] = harness.runner.active()
+    harness.runner.settle(first, "failed", "exit status 1")
+    harness.step()  # the monitor recorded it; the next tick promotes the buffered one
+    harness.step()
+    assert harness.outcomes("buf") == [
+        ("12:01:00", Outcome.FAILED, None, 1),
+        ("12:02:00", Outcome.LAUNCHED, None, 1),
+        ("12:03:00", Outcome.SKIPPED, "overlap", 1),
+    ]
+    failed = harness.history("buf")[0]
+    assert failed.error == "exit status 1"
+
+
+def test_downtime_catchup_latest_launches_newest_and_accounts_the_rest(database: Database) -> None:
+    first = Harness(database, start=T0)
+    first.runner.auto_complete = True
+    first.apply([spec("m", every=timedelta(minutes=1), window=timedelta(minutes=30))])
+    first.advance(timedelta(minutes=2))
+    first.close()
+    # No daemon ticks for an hour; a new one starts.
+    second = Harness(
+        database, start=T0 + timedelta(hours=1, minutes=2), runner=first.runner, owner="daemon-b"
+    )
+    second.step()
+    second.close()
+    rows = second.outcomes("m")
+    # 12:32 is exactly the window old: still inside it. The newest of the late ones
+    # (13:01) launches; 13:02 is within grace, so it is dispatched too, and meets
+    # the overlap policy while 13:01 runs.
+    assert rows == [
+        ("12:01:00", Outcome.COMPLETED, None, 1),
+        ("12:02:00", Outcome.COMPLETED, None, 1),
+        ("12:03:00", Outcome.MISSED, "catchup_window", 29),
+        ("12:32:00", Outcome.MISSED, "catchup_policy", 29),
+        ("13:01:00", Outcome.COMPLETED, None, 1),
+        ("13:02:00", Outcome.SKIPPED, "overlap", 1),
+    ]
+    assert sum(count for *_, count in rows) == 62  # every minute accounted for, once
+
+
+def test_catchup_all_dispatches_each_in_order(harness: Harness) -> None:
+    harness.runner.auto_complete = True
+    harness.apply(
+        [
+            spec(
+                "all",
+                every=timedelta(minutes=1),
+                catchup=CatchupPolicy.ALL,
+                overlap=Overlap.BUFFER_ALL,
+            )
+        ]
+    )
+    harness.clock.set(T0 + timedelta(minutes=5, seconds=30))  # a stalled tick
+    harness.step()
+    for _ in range(6):
+        harness.step()
+    outcomes = harness.outcomes("all")
+    assert [o[0] for o in outcomes] == [f"12:0{m}:00" for m in range(1, 6)]
+    assert {o[1] for o in outcomes} == {Outcome.COMPLETED}
+
+
+def test_new_trigger_owes_nothing_from_before_it_was_applied(harness: Harness) -> None:
+    harness.clock.set(T0 + timedelta(hours=3))
+    harness.apply([spec("late", every=timedelta(minutes=1))])
+    harness.step()
+    assert harness.history("late") == []
+
+
+def test_edited_trigger_is_decided_from_its_new_declaration(harness: Harness) -> None:
+    harness.runner.auto_complete = True
+    harness.apply([spec("e", every=timedelta(minutes=1))])
+    harness.advance(timedelta(minutes=2))
+    # Edited behind the scheduler's back: its in-memory revision is now stale.
+    harness.store.apply([spec("e", every=timedelta(minutes=5))], now=harness.clock.now())
+    harness.advance(timedelta(minutes=10))
+    times = [o[0] for o in harness.outcomes("e")]
+    assert times == ["12:01:00", "12:02:00", "12:05:00", "12:10:00"]
+    trigger = harness.store.get_trigger("e")
+    assert trigger is not None and trigger.revision == 2
+
+
+def test_pause_records_skipped_range_and_resume_does_not_launch_it(harness: Harness) -> None:
+    harness.runner.auto_complete = True
+    harness.apply([spec("p", every=timedelta(minutes=1))])
+    harness.advance(timedelta(minutes=1))
+    services.pause(harness.store, "p", note="db maintenance", now=harness.clock.now())
+    harness.scheduler.refresh_soon()
+    harness.advance(timedelta(minutes=10))
+    services.resume(harness.store, "p", now=harness.clock.now())
+    harness.scheduler.refresh_soon()
+    harness.advance(timedelta(minutes=2))
+    assert harness.outcomes("p") == [
+        ("12:01:00", Outcome.COMPLETED, None, 1),
+        ("12:02:00", Outcome.SKIPPED, "paused", 10),
+        ("12:12:00", Outcome.COMPLETED, None, 1),
+        ("12:13:00", Outcome.COMPLETED, None, 1),
+    ]
+
+
+def test_disabled_trigger_occurrences_are_skipped_with_reason(harness: Harness) -> None:
+    harness.apply([spec("off", every=timedelta(minutes=1), enabled=False)])
+    harness.advance(timedelta(minutes=3))
+    harness.scheduler.refresh_soon()  # quiet triggers are accounted at each poll
+    harness.step()
+    rows = harness.history("off")
+    assert sum(r.count for r in rows) == 3
+    assert {(r.outcome, r.reason) for r in rows} == {(Outcome.SKIPPED, Reason.DISABLED)}
+    assert harness.runner.requests == []
+
+
+def test_failed_start_is_retried_under_the_same_key(harness: Harness) -> None:
+    harness.apply([spec("flaky", every=timedelta(hours=1))])
+    harness.runner.fail_starts.add("flaky:2026-03-01T13:00:00Z")
+    harness.run_until(T0 + timedelta(hours=1))
+    assert harness.outcomes("flaky") == [("13:00:00", Outcome.LAUNCHING, None, 1)]
+    harness.runner.fail_starts.clear()
+    harness.advance(timedelta(seconds=10))
+    [row] = harness.history("flaky")
+    assert row.outcome is Outcome.LAUNCHED
+    keys = [r.idempotency_key for r in harness.runner.requests]
+    assert keys == ["flaky:2026-03-01T13:00:00Z", "flaky:2026-03-01T13:00:00Z"]
+
+
+def test_start_without_answer_meets_its_deadline_and_stays_pending(database: Database) -> None:
+    class Silent(FakeRunner):
+        def __init__(self) -> None:
+            super().__init__()
+            self.release = threading.Event()
+
+        def start(self, requests):  # type: ignore[no-untyped-def]
+            self.release.wait(30)
+            return super().start(requests)
+
+    runner = Silent()
+    h = Harness(database, start=T0, runner=runner, start_timeout=timedelta(milliseconds=200))
+    try:
+        h.apply([spec("slow", every=timedelta(hours=1))])
+        h.run_until(T0 + timedelta(hours=1))
+        [row] = h.history("slow")
+        assert row.outcome is Outcome.LAUNCHING
+        assert row.error is not None and "did not answer" in row.error
+    finally:
+        runner.release.set()
+        h.close()
+
+
+def test_restart_adopts_active_runs_and_settles_them(database: Database) -> None:
+    runner = FakeRunner()
+    first = Harness(database, start=T0, runner=runner)
+    first.apply([spec("r", every=timedelta(hours=1))])
+    first.run_until(T0 + timedelta(hours=1))
+    first.close()
+    [run_id] = runner.active()
+    runner.settle(run_id, "completed")  # finished while no daemon watched
+    second = Harness(
+        database, start=T0 + timedelta(hours=1, minutes=5), runner=runner, owner="daemon-b"
+    )
+    second.step()
+    second.close()
+    [row] = second.history("r")
+    assert (row.outcome, row.run_id) == (Outcome.COMPLETED, run_id)
+
+
+def test_vanished_run_is_recorded_failed(harness: Harness) -> None:
+    harness.apply([spec("v", every=timedelta(hours=1))])
+    harness.run_until(T0 + timedelta(hours=1))
+    [run_id] = harness.runner.active()
+    with harness.runner._lock:  # the runtime lost it
+        harness.runner._runs[run_id] = RunStatus(state="missing")
+    harness.scheduler.monitor.check_now()
+    [row] = harness.history("v")
+    assert row.outcome is Outcome.FAILED
+    assert row.error == f"run {run_id} is unknown to the runtime"
+
+
+def test_one_corrupt_trigger_does_not_stop_the_others(harness: Harness) -> None:
+    harness.runner.auto_complete = True
+    harness.apply(
+        [spec("bad", every=timedelta(minutes=1)), spec("good", every=timedelta(minutes=1))]
+    )
+    with harness.db.write() as conn:
+        conn.execute(
+            sa.update(triggers_table)
+            .where(triggers_table.c.id == "bad")
+            .values(declaration={"broken": True})
+        )
+    harness.advance(timedelta(minutes=3))
+    assert [o[1] for o in harness.outcomes("good")] == [Outcome.COMPLETED] * 3
+    assert harness.history("bad") == []
+
+
+def test_two_schedulers_on_one_store_decide_each_occurrence_once(database: Database) -> None:
+    runner = FakeRunner(auto_complete=True)
+    a = Harness(database, start=T0, runner=runner, owner="daemon-a")
+    b = Harness(
+        Database(str(database.url.render_as_string(hide_password=False))),
+        start=T0,
+        runner=runner,
+        owner="daemon-b",
+    )
+    specs = [
+        spec(f"t{n}", every=timedelta(seconds=1), overlap=Overlap.ALLOW, max_active=1000)
+        for n in range(20)
+    ]
+    a.apply(specs)
+    b.scheduler.refresh_soon()
+    errors: list[BaseException] = []
+
+    def drive(h: Harness) -> None:
+        try:
+            for second in range(1, 31):
+                h.clock.set(T0 + timedelta(seconds=second))
+                h.step()
+        except BaseException as exc:  # noqa: BLE001 (re-raised by the assertion below)
+            errors.append(exc)
+
+    threads = [threading.Thread(target=drive, args=(h,)) for h in (a, b)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    a.close()
+    b.close()
+    b.db.dispose()
+    assert errors == []
+    rows = a.history()
+    per_occurrence = Counter((r.trigger_id, r.occurrence_at) for r in rows)
+    assert len(per_occurrence) == 20 * 30
+    assert set(per_occurrence.values()) == {1}
+    assert Counter(r.idempotency_key for r in runner.requests).most_common(1)[0][1] == 1
+
+
+def test_runner_error_on_inspection_keeps_run_watched(harness: Harness) -> None:
+    class Blind(FakeRunner):
+        blind = True
+
+        def inspect(self, run_ids):  # type: ignore[no-untyped-def]
+            if self.blind:
+                raise RunnerError("runtime unavailable")
+            return super().inspect(run_ids)
+
+    runner = Blind()
+    h = Harness(harness.db, start=T0, runner=runner, owner="daemon-c")
+    try:
+        h.apply([spec("i", every=timedelta(hours=1))])
+        h.run_until(T0 + timedelta(hours=1))
+        [run_id] = runner.active()
+        with runner._lock:
+            runner._runs[run_id] = RunStatus(state="completed")
+        h.scheduler.monitor.check_now()
+        assert h.history("i")[0].outcome is Outcome.LAUNCHED
+        runner.blind = False
+        h.scheduler.monitor.check_now()
+        assert h.history("i")[0].outcome is Outcome.COMPLETED
+    finally:
+        h.close()

@@ -1,0 +1,388 @@
+"""Schedule math: when a trigger's occurrences fall, and which of them are due.
+
+Pure functions of their arguments: no clock, no store, no I/O. Results are aware
+UTC datetimes. Third-party schedule libraries (croniter, APScheduler's trigger
+classes) are used here and nowhere else.
+
+Time zones follow Debian cron (docs/semantics.md, "Time"): a fixed-time cron
+expression or a calendar wall time skipped by a spring-forward gap fires once at
+the first instant after the gap, and a repeated one fires once, at its first
+instant; cron expressions whose minute or hour field starts with `*` follow elapsed
+time. `every` measures elapsed time and ignores wall clocks.
+"""
+
+from __future__ import annotations
+
+import calendar
+import hashlib
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from typing import Protocol
+from zoneinfo import ZoneInfo
+
+from triggers.clock import from_ms, iso, to_ms
+from triggers.errors import ScheduleError
+from triggers.model import (
+    AtSchedule,
+    CalendarSchedule,
+    Catchup,
+    CatchupPolicy,
+    CronSchedule,
+    EverySchedule,
+    Reason,
+    Schedule,
+)
+from triggers.scheduler._cron import CronOccurrences, parse_cron
+from triggers.scheduler._intervals import AtOccurrences, CalendarOccurrences, EveryOccurrences
+from triggers.scheduler._timeline import (
+    TICK,
+    CountableSchedule,
+    Span,
+    ZoneTimeline,
+    floor_s,
+    instant,
+    load_zone,
+)
+
+__all__ = [
+    "CALENDAR_ANCHOR",
+    "CompiledSchedule",
+    "DuePlan",
+    "MissedRange",
+    "compile_schedule",
+    "count_occurrences",
+    "jitter_delay",
+    "load_timezone",
+    "next_occurrences",
+    "plan_due",
+]
+
+CALENDAR_ANCHOR = date(2001, 1, 1)
+"""Where a calendar schedule without `start` counts from: a Monday, and the first day
+of a month and of a year, so `weeks: 1` fires on Mondays and `months: 1` on the 1st."""
+
+_MS = timedelta(milliseconds=1)
+
+
+class CompiledSchedule(Protocol):
+    """A schedule ready to answer "when next?"."""
+
+    def next_after(self, after: datetime) -> datetime | None:
+        """The first occurrence strictly after `after`, or None when there is none."""
+        ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MissedRange:
+    """Consecutive occurrences that are not dispatched, for one ledger row."""
+
+    first_at: datetime
+    last_at: datetime
+    count: int
+    reason: Reason
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DuePlan:
+    """What a trigger owes between its watermark and now."""
+
+    dispatch: list[datetime]
+    missed: list[MissedRange]
+    watermark_at: datetime
+    truncated: bool = False
+
+
+def load_timezone(name: str) -> ZoneInfo:
+    """The IANA zone called `name`.
+
+    Raises:
+        ScheduleError: no such zone (`unknown time zone 'Europe/Berln'`), or
+            `localtime`, which would differ between hosts.
+    """
+    return load_zone(name)
+
+
+def compile_schedule(
+    schedule: Schedule,
+    *,
+    trigger_id: str,
+    timezone: str = "UTC",
+    start_at: datetime | None = None,
+    end_at: datetime | None = None,
+) -> CompiledSchedule:
+    """Compile a schedule for a trigger, bounded to [start_at, end_at].
+
+    `cron`: 5 fields, or 6 with a leading seconds field; macros as in Vixie cron
+    (`@daily` is `0 0 * * *`); `H` is hashed from `trigger_id`, so it is stable
+    across restarts and differs between triggers. `every`: `start + k * interval`
+    (k >= 0), anchored at the Unix epoch by default. `calendar`: a wall time on
+    dates counted from `start` (default `CALENDAR_ANCHOR`), with `day` replacing the
+    anchor's day of month; `months: 1, day: 31` fires on the last day of shorter
+    months. `at`: one instant. Naive `start`/`at` values are wall times in
+    `timezone`. Occurrences are whole milliseconds.
+
+    Raises:
+        ScheduleError: an invalid expression (naming it and what is wrong), one that
+            never fires, `@reboot`, an unknown zone, a non-positive or
+            sub-millisecond interval, or a calendar field out of range.
+    """
+    timeline = ZoneTimeline(load_zone(timezone))
+    if start_at is not None and end_at is not None and end_at < start_at:
+        raise ScheduleError(
+            f"end {iso(end_at)} is before start {iso(start_at)}", trigger_id=trigger_id
+        )
+    match schedule:
+        case CronSchedule(expression=expression):
+            rule = parse_cron(expression, trigger_id=trigger_id)
+            return CronOccurrences(rule, timeline, start_at=start_at, end_at=end_at)
+        case EverySchedule(interval=interval, start=start):
+            if interval <= timedelta(0) or interval % _MS:
+                raise ScheduleError(
+                    f"every interval must be a positive whole number of milliseconds, "
+                    f"got {interval}",
+                    trigger_id=trigger_id,
+                )
+            anchor = 0 if start is None else to_ms(_as_instant(start, timeline))
+            return EveryOccurrences(
+                interval_ms=interval // _MS, anchor_ms=anchor, start_at=start_at, end_at=end_at
+            )
+        case CalendarSchedule():
+            return _compile_calendar(schedule, timeline, start_at=start_at, end_at=end_at)
+        case AtSchedule(at=at):
+            exact = from_ms(to_ms(_as_instant(at, timeline)))
+            return AtOccurrences(exact, start_at=start_at, end_at=end_at)
+
+
+def _compile_calendar(
+    schedule: CalendarSchedule,
+    timeline: ZoneTimeline,
+    *,
+    start_at: datetime | None,
+    end_at: datetime | None,
+) -> CountableSchedule:
+    intervals = (schedule.years, schedule.months, schedule.weeks, schedule.days)
+    if min(intervals) < 0 or max(intervals) == 0:
+        raise ScheduleError(
+            "calendar needs a positive years, months, weeks or days interval and no negative one"
+        )
+    fields = (
+        ("hour", schedule.hour, 0, 23),
+        ("minute", schedule.minute, 0, 59),
+        ("second", schedule.second, 0, 59),
+        ("day", 1 if schedule.day is None else schedule.day, 1, 31),
+    )
+    for name, value, bottom, top in fields:
+        if not bottom <= value <= top:
+            raise ScheduleError(f"calendar {name} must be between {bottom} and {top}, got {value}")
+    anchor = CALENDAR_ANCHOR
+    if schedule.start is not None:
+        start = _as_instant(schedule.start, timeline)
+        anchor = start.astimezone(timeline.zone).date()
+        # The schedule's own start is a bound too: no occurrence before it.
+        start_at = start if start_at is None else max(start_at, start)
+    day_of_month = anchor.day if schedule.day is None else schedule.day
+    last_day = calendar.monthrange(anchor.year, anchor.month)[1]
+    anchor = anchor.replace(day=min(day_of_month, last_day))
+    return CalendarOccurrences(
+        months=schedule.years * 12 + schedule.months,
+        days=schedule.weeks * 7 + schedule.days,
+        anchor=anchor,
+        day_of_month=day_of_month,
+        time_of_day_s=schedule.hour * 3600 + schedule.minute * 60 + schedule.second,
+        timeline=timeline,
+        start_at=start_at,
+        end_at=end_at,
+    )
+
+
+def _as_instant(value: datetime, timeline: ZoneTimeline) -> datetime:
+    """An aware instant; a naive value is a wall time in the trigger's zone."""
+    if value.tzinfo is not None:
+        return value
+    wall = floor_s(value.replace(tzinfo=UTC))
+    return instant(timeline.resolve_fixed(wall))
+
+
+def next_occurrences(schedule: CompiledSchedule, *, after: datetime, count: int) -> list[datetime]:
+    """Up to `count` occurrences strictly after `after`, ascending."""
+    found: list[datetime] = []
+    at = schedule.next_after(after)
+    while at is not None and len(found) < count:
+        found.append(at)
+        at = schedule.next_after(at)
+    return found
+
+
+def count_occurrences(schedule: CompiledSchedule, *, after: datetime, until: datetime) -> int:
+    """How many occurrences fall in (after, until], without listing them when possible."""
+    span = _countable(schedule, max_steps=None).span(after, until)
+    return 0 if span is None else span.count
+
+
+def plan_due(
+    schedule: CompiledSchedule,
+    *,
+    watermark_at: datetime,
+    now: datetime,
+    catchup: Catchup,
+    limit: int = 10_000,
+) -> DuePlan:
+    """Split the occurrences in (watermark_at, now] into dispatched and missed.
+
+    An occurrence less than `catchup.grace` old is dispatched under every policy.
+    Older ones beyond `catchup.window` are missed (`catchup_window`); within it,
+    `all` dispatches each, `latest` only the newest, `none` none (the others are
+    missed, `catchup_policy`). Missed occurrences are counted without being listed
+    where the schedule allows. At most `limit` occurrences are listed: when more
+    remain, the plan covers the oldest part, is `truncated`, and its watermark is the
+    last occurrence handled, so the caller plans again from there. A clock that went
+    backwards (`now` before the watermark) gives an empty plan.
+    """
+    if limit < 1:
+        raise ValueError("limit must be at least 1")
+    plan = _Planner(_countable(schedule, max_steps=limit), watermark_at, limit)
+    if now <= watermark_at:
+        return plan.result(now)
+    grace_floor = _earlier(now, catchup.grace)  # younger: dispatched under every policy
+    window_floor = min(_earlier(now, catchup.window, TICK), grace_floor)
+    if not plan.miss(window_floor, Reason.CATCHUP_WINDOW):
+        return plan.result(now)
+    if catchup.policy is CatchupPolicy.ALL:
+        plan.dispatch_each(grace_floor)
+    elif catchup.policy is CatchupPolicy.NONE:
+        plan.miss(grace_floor, Reason.CATCHUP_POLICY)
+    else:
+        plan.dispatch_latest(grace_floor)
+    plan.dispatch_each(now)
+    return plan.result(now)
+
+
+def _earlier(at: datetime, *deltas: timedelta) -> datetime:
+    """`at` minus `deltas`, or the earliest datetime when a "forever" delta overflows."""
+    try:
+        return at - sum(deltas, timedelta(0))
+    except OverflowError:
+        return datetime.min.replace(tzinfo=UTC)
+
+
+class _Planner:
+    """The running state of one `plan_due` call; each step starts at the watermark."""
+
+    def __init__(self, source: CountableSchedule, watermark_at: datetime, limit: int) -> None:
+        self._source = source
+        self._budget = limit
+        self.watermark_at = watermark_at
+        self.dispatch: list[datetime] = []
+        self.missed: list[MissedRange] = []
+        self.stopped = False
+
+    def miss(self, until: datetime, reason: Reason) -> bool:
+        """Record (watermark, until] as missed; False when the source ran out of budget."""
+        if self.stopped:
+            return False
+        span = self._source.span(self.watermark_at, until)
+        if span is not None:
+            self._miss(span.first_at, span.last_at, span.count, reason)
+            if not span.complete:
+                self.stopped = True
+        return not self.stopped
+
+    def dispatch_each(self, until: datetime) -> None:
+        """Dispatch every occurrence in (watermark, until], within the budget."""
+        at = None if self.stopped else self._source.next_after(self.watermark_at)
+        while at is not None and at <= until:
+            if self._budget == 0:
+                self.stopped = True
+                return
+            self._budget -= 1
+            self.dispatch.append(at)
+            self.watermark_at = at
+            at = self._source.next_after(at)
+
+    def dispatch_latest(self, until: datetime) -> None:
+        """Dispatch the newest occurrence in (watermark, until]; miss the others."""
+        span = None if self.stopped else self._source.span(self.watermark_at, until)
+        if span is None:
+            return
+        if not span.complete:
+            self._miss(span.first_at, span.last_at, span.count, Reason.CATCHUP_POLICY)
+            self.stopped = True
+            return
+        if span.before_last_at is not None:
+            self._miss(span.first_at, span.before_last_at, span.count - 1, Reason.CATCHUP_POLICY)
+        if self._budget == 0:
+            self.stopped = True
+            return
+        self._budget -= 1
+        self.dispatch.append(span.last_at)
+        self.watermark_at = span.last_at
+
+    def result(self, now: datetime) -> DuePlan:
+        truncated = False
+        if self.stopped:
+            following = self._source.next_after(self.watermark_at)
+            truncated = following is not None and following <= now
+        return DuePlan(
+            dispatch=self.dispatch,
+            missed=self.missed,
+            watermark_at=self.watermark_at,
+            truncated=truncated,
+        )
+
+    def _miss(self, first_at: datetime, last_at: datetime, count: int, reason: Reason) -> None:
+        self.missed.append(
+            MissedRange(first_at=first_at, last_at=last_at, count=count, reason=reason)
+        )
+        self.watermark_at = last_at
+
+
+class _SteppingSchedule(CountableSchedule):
+    """Any `CompiledSchedule`, summarised by listing at most `max_steps` occurrences."""
+
+    def __init__(self, schedule: CompiledSchedule, max_steps: int | None) -> None:
+        super().__init__(start_at=None, end_at=None)
+        self._schedule = schedule
+        self._max_steps = max_steps
+
+    def _next_after(self, after: datetime) -> datetime | None:
+        return self._schedule.next_after(after)
+
+    def _span(self, after: datetime, until: datetime) -> Span | None:
+        first = at = self._schedule.next_after(after)
+        if first is None or first > until:
+            return None
+        last, before_last, count = first, None, 0
+        while at is not None and at <= until and count != self._max_steps:
+            before_last, last, count = last, at, count + 1
+            at = self._schedule.next_after(at)
+        return Span(
+            first_at=first,
+            last_at=last,
+            count=count,
+            before_last_at=before_last if count > 1 else None,
+            complete=at is None or at > until,
+        )
+
+
+def _countable(schedule: CompiledSchedule, *, max_steps: int | None) -> CountableSchedule:
+    if isinstance(schedule, CountableSchedule):
+        return schedule
+    return _SteppingSchedule(schedule, max_steps)
+
+
+def jitter_delay(
+    trigger_id: str, occurrence_at: datetime, jitter: timedelta, next_at: datetime | None
+) -> timedelta:
+    """A deterministic delay in [0, jitter) for one occurrence, below the next occurrence.
+
+    The delay is a hash of the trigger id and the occurrence (ISO-8601 UTC), so every
+    daemon and every restart picks the same one. It is strictly less than
+    `next_at - occurrence_at`, so a jittered occurrence never reaches the next one.
+    """
+    bound = jitter if next_at is None else min(jitter, next_at - occurrence_at)
+    bound_us = bound // TICK
+    if bound_us <= 0:
+        return timedelta(0)
+    key = f"{trigger_id}\n{iso(occurrence_at)}".encode()
+    fraction = int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "big")
+    return timedelta(microseconds=(fraction * bound_us) >> 64)
