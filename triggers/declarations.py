@@ -331,8 +331,6 @@ def _flow_definition(raw: object, loc: Loc, problems: _Collector) -> dict[str, J
         problems.add((*loc, "python"), "a flow has either 'steps' or 'python', not both", at="key")
     elif flow.python is not None:
         return {"kind": "python", "ref": flow.python}
-    elif flow.steps == []:
-        problems.add((*loc, "steps"), "a flow needs at least one step")
     if flow.steps is None or problems.count > before:
         return None
     steps = [_step(item, (*loc, "steps", index), problems) for index, item in enumerate(flow.steps)]

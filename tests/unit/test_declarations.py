@@ -596,16 +596,6 @@ BAD_FLOWS = [
     ),
     pytest.param(
         """\
-        steps: []
-        """,
-        4,
-        5,
-        "flows.f.steps",
-        "a flow needs at least one step",
-        id="empty-steps",
-    ),
-    pytest.param(
-        """\
         python: app.jobs:run
         steps:
           - id: a
@@ -775,8 +765,15 @@ def test_schedule_is_not_compiled_when_its_zone_is_invalid() -> None:
 
 
 def test_invalid_flow_is_not_also_an_unknown_flow() -> None:
-    text = "version: 1\nflows:\n  f: {steps: []}\ntriggers:\n  - {id: t, flow: f, every: 1m}\n"
+    text = "version: 1\nflows:\n  f: {steps: 3}\ntriggers:\n  - {id: t, flow: f, every: 1m}\n"
 
     problems = problems_of(text)
 
     assert [p["key"] for p in problems] == ["flows.f.steps"]
+
+
+def test_flow_without_steps_is_a_flow_that_only_records_the_fire() -> None:
+    declarations = parse_declarations(
+        "version: 1\nflows:\n  noop:\n    steps: []\ntriggers: []\n", source="t.yaml"
+    )
+    assert declarations.flows["noop"].definition == {"kind": "steps", "steps": []}
