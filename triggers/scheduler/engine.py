@@ -15,7 +15,6 @@ tells the loop where to look next.
 
 from __future__ import annotations
 
-import heapq
 import os
 import threading
 from dataclasses import dataclass, field
@@ -44,13 +43,8 @@ from triggers.runner.protocol import Runner
 from triggers.scheduler.deadlines import DeadlineRunner
 from triggers.scheduler.launcher import Launcher
 from triggers.scheduler.monitor import Monitor
-from triggers.scheduler.occurrences import (
-    CompiledSchedule,
-    DuePlan,
-    compile_schedule,
-    jitter_delay,
-    plan_due,
-)
+from triggers.scheduler.occurrences import DuePlan, plan_due
+from triggers.scheduler.timetable import Entry, Timetable
 from triggers.store.protocol import (
     Claim,
     ClaimRequest,
@@ -66,17 +60,6 @@ _HEARTBEAT_EVERY = timedelta(seconds=1)
 _RETRY_AFTER = timedelta(seconds=1)
 _FOREVER = timedelta(days=365 * 200)
 _BUFFERING = frozenset({Overlap.BUFFER, Overlap.BUFFER_ALL, Overlap.SUPERSEDE})
-
-
-@dataclass(slots=True)
-class _Entry:
-    """What the loop knows of one trigger."""
-
-    trigger: Trigger
-    schedule: CompiledSchedule | None
-    watermark_at: datetime
-    due_at: datetime | None = None
-    generation: int = 0
 
 
 @dataclass(slots=True)
@@ -150,9 +133,7 @@ class Scheduler:
             metrics=self.metrics,
         )
         runner.subscribe(self.monitor.report)
-        self._entries: dict[str, _Entry] = {}
-        self._heap: list[tuple[datetime, int, str]] = []
-        self._sequence = 0
+        self._timetable = Timetable()
         self._next_poll_at: datetime | None = None
         self._last_heartbeat_at: datetime | None = None
         self._last_prune_at: datetime | None = None
@@ -218,7 +199,7 @@ class Scheduler:
                 self._poll(now, report)
             elif self._pending_due(now):
                 self._take_pending(self._clock.now())
-            due = self._pop_due(self._clock.now())
+            due = self._timetable.pop_due(self._clock.now())
             if due:
                 self._process(due, report)
         except Exception:
@@ -240,17 +221,12 @@ class Scheduler:
         return self._next_wake()
 
     def _next_wake(self) -> datetime:
-        poll_at = self._next_poll_at or self._clock.now()
+        wake_at = self._next_poll_at or self._clock.now()
         with self._pending_lock:
             if self._pending_due_at is not None:
-                poll_at = min(poll_at, self._pending_due_at)
-        while self._heap:
-            due_at, _, trigger_id = self._heap[0]
-            entry = self._entries.get(trigger_id)
-            if entry is not None and entry.due_at == due_at:
-                return min(due_at, poll_at)
-            heapq.heappop(self._heap)  # stale: the entry was rescheduled since
-        return poll_at
+                wake_at = min(wake_at, self._pending_due_at)
+        due_at = self._timetable.next_due()
+        return wake_at if due_at is None else min(due_at, wake_at)
 
     def _beat(self, now: datetime) -> None:
         if self._last_heartbeat_at is not None and now - self._last_heartbeat_at < _HEARTBEAT_EVERY:
@@ -288,13 +264,13 @@ class Scheduler:
                 if trigger_id not in self._corrupt:
                     self._corrupt.add(trigger_id)
                     log.error("trigger_unreadable", trigger_id=trigger_id, error=str(row))
-                self._entries.pop(trigger_id, None)
+                self._timetable.entries.pop(trigger_id, None)
                 continue
             self._corrupt.discard(row.id)
             seen.add(row.id)
-            self._sync(row)
-        for gone in set(self._entries) - seen:
-            del self._entries[gone]
+            self._timetable.sync(row)
+        for gone in set(self._timetable.entries) - seen:
+            del self._timetable.entries[gone]
         self.monitor.adopt((run.trigger_id, run.run_id) for run in self._store.active_runs())
         self._take_pending(now)
         self._record_quiet(report)
@@ -339,7 +315,7 @@ class Scheduler:
     def _on_settled(self, trigger_ids: set[str]) -> None:
         """Monitor thread: runs stopped; buffered occurrences may launch now."""
         for trigger_id in trigger_ids:
-            entry = self._entries.get(trigger_id)
+            entry = self._timetable.entries.get(trigger_id)
             if entry is None or entry.trigger.spec.overlap in _BUFFERING:
                 self._pending_wanted.set()
                 self._wake.set()
@@ -348,7 +324,7 @@ class Scheduler:
     def _record_quiet(self, report: TickReport) -> None:
         """Account for the occurrences of paused and disabled triggers, as skipped ranges."""
         ranges = []
-        for entry in self._entries.values():
+        for entry in self._timetable.entries.values():
             trigger = entry.trigger
             if trigger.retired or trigger.claimable or entry.schedule is None:
                 continue
@@ -367,71 +343,7 @@ class Scheduler:
 
     # -- due triggers ------------------------------------------------------------------
 
-    def _sync(self, trigger: Trigger) -> _Entry:
-        """Take a stored trigger into the loop, recompiling when its revision changed."""
-        entry = self._entries.get(trigger.id)
-        if entry is None or entry.trigger.revision != trigger.revision:
-            entry = _Entry(
-                trigger=trigger,
-                schedule=self._compile(trigger),
-                watermark_at=max(
-                    trigger.watermark_at, entry.watermark_at if entry else trigger.watermark_at
-                ),
-            )
-            self._entries[trigger.id] = entry
-        else:
-            entry.trigger = trigger
-            entry.watermark_at = max(entry.watermark_at, trigger.watermark_at)
-        self._reschedule(entry)
-        return entry
-
-    def _compile(self, trigger: Trigger) -> CompiledSchedule | None:
-        spec = trigger.spec
-        try:
-            return compile_schedule(
-                spec.schedule,
-                trigger_id=spec.id,
-                timezone=spec.timezone,
-                start_at=spec.start_at,
-                end_at=spec.end_at,
-            )
-        except ScheduleError as exc:
-            log.error("schedule_invalid", trigger_id=spec.id, error=str(exc))
-            return None
-
-    def _reschedule(self, entry: _Entry, *, at: datetime | None = None) -> None:
-        entry.generation += 1
-        entry.due_at = at if at is not None else self._due_at(entry)
-        if entry.due_at is not None:
-            self._sequence += 1
-            heapq.heappush(self._heap, (entry.due_at, self._sequence, entry.trigger.id))
-
-    def _due_at(self, entry: _Entry) -> datetime | None:
-        trigger = entry.trigger
-        spec = trigger.spec
-        if entry.schedule is None or not trigger.claimable:
-            return None
-        if spec.max_runs is not None and trigger.runs_launched >= spec.max_runs:
-            return None
-        next_at = entry.schedule.next_after(entry.watermark_at)
-        if next_at is None:
-            return None
-        if spec.jitter:
-            following = entry.schedule.next_after(next_at)
-            return next_at + jitter_delay(spec.id, next_at, spec.jitter, following)
-        return next_at
-
-    def _pop_due(self, now: datetime) -> list[_Entry]:
-        due = []
-        while self._heap and self._heap[0][0] <= now:
-            due_at, _, trigger_id = heapq.heappop(self._heap)
-            entry = self._entries.get(trigger_id)
-            if entry is not None and entry.due_at == due_at:
-                entry.due_at = None
-                due.append(entry)
-        return due
-
-    def _process(self, due: list[_Entry], report: TickReport, *, refreshed: bool = False) -> None:
+    def _process(self, due: list[Entry], report: TickReport, *, refreshed: bool = False) -> None:
         plans: dict[str, DuePlan] = {}
         ranges: list[RangeRecord] = []
         requests: list[ClaimRequest] = []
@@ -443,7 +355,7 @@ class Scheduler:
                 except Exception:
                     log.exception("plan_failed")
                     report.errors += 1
-                    self._reschedule(entry, at=self._clock.now() + _RETRY_AFTER)
+                    self._timetable.reschedule(entry, at=self._clock.now() + _RETRY_AFTER)
                     continue
             plans[trigger.id] = plan
             after = entry.watermark_at
@@ -478,7 +390,7 @@ class Scheduler:
         if stale and not refreshed:
             self._refresh(stale, report)
 
-    def _plan(self, entry: _Entry) -> DuePlan:
+    def _plan(self, entry: Entry) -> DuePlan:
         if entry.schedule is None:
             raise ScheduleError("trigger has no valid schedule")
         spec = entry.trigger.spec
@@ -521,7 +433,7 @@ class Scheduler:
                     count=item.count,
                     reason=item.reason.value,
                 )
-                entry = self._entries.get(item.trigger_id)
+                entry = self._timetable.entries.get(item.trigger_id)
                 if entry is not None:
                     entry.watermark_at = max(entry.watermark_at, item.last_at)
             else:
@@ -552,7 +464,7 @@ class Scheduler:
                 _log_store_error(result, request.trigger_id)
                 continue
             report.claimed += 1
-            entry = self._entries.get(request.trigger_id)
+            entry = self._timetable.entries.get(request.trigger_id)
             if entry is not None:
                 entry.trigger = result.trigger
                 if result.action is Action.IGNORED:
@@ -590,16 +502,16 @@ class Scheduler:
             reason=claim.reason.value if claim.reason else None,
         )
 
-    def _settle_entry(self, entry: _Entry, plan: DuePlan | None, stale: set[str]) -> None:
+    def _settle_entry(self, entry: Entry, plan: DuePlan | None, stale: set[str]) -> None:
         if entry.trigger.id in stale or plan is None:
             if entry.due_at is None:
-                self._reschedule(entry, at=self._clock.now() + _RETRY_AFTER)
+                self._timetable.reschedule(entry, at=self._clock.now() + _RETRY_AFTER)
             return
         entry.watermark_at = max(entry.watermark_at, plan.watermark_at)
         if plan.truncated:
-            self._reschedule(entry, at=self._clock.now())
+            self._timetable.reschedule(entry, at=self._clock.now())
         else:
-            self._reschedule(entry)
+            self._timetable.reschedule(entry)
 
     def _refresh(self, trigger_ids: set[str], report: TickReport) -> None:
         """Re-read triggers whose declaration or watermark moved, and decide again once."""
@@ -611,12 +523,10 @@ class Scheduler:
                 log.warning("trigger_reload_failed", trigger_id=trigger_id, error=str(exc))
                 continue
             if trigger is None:
-                self._entries.pop(trigger_id, None)
+                self._timetable.entries.pop(trigger_id, None)
                 continue
-            entry = self._sync(trigger)
-            if entry.due_at is not None and entry.due_at <= self._clock.now():
-                entry.due_at = None
-                entry.generation += 1
+            entry = self._timetable.sync(trigger)
+            if self._timetable.take_if_due(entry, self._clock.now()):
                 again.append(entry)
         if again:
             self._process(again, report, refreshed=True)

@@ -22,6 +22,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from looms_runtime.db import Database
 from triggers.errors import (
     CorruptRowError,
+    SchemaBehindError,
     StaleOwnerError,
     StoreError,
     StoreUnavailableError,
@@ -411,7 +412,13 @@ def _translated() -> Iterator[None]:
     try:
         yield
     except OperationalError as exc:
-        raise StoreUnavailableError(f"database unavailable: {exc.orig}") from exc
+        detail = str(exc.orig)
+        if "no such table" in detail or "no such column" in detail:
+            # SQLite reports a missing table as an operational error; it is a schema one.
+            raise SchemaBehindError(
+                f"the database schema is incomplete ({detail}); run `triggers db upgrade`"
+            ) from exc
+        raise StoreUnavailableError(f"database unavailable: {detail}") from exc
     except DBAPIError as exc:
         if exc.connection_invalidated:
             raise StoreUnavailableError(f"database connection lost: {exc.orig}") from exc

@@ -1,0 +1,148 @@
+"""Launch latency of N every-second triggers on the real daemon.
+
+Starts `triggers run` as a subprocess on a fresh database with N triggers
+(`every: 1s`, a flow with no steps, `overlap: allow`), lets it run, stops it
+with SIGTERM, then reads the fire ledger: launch latency is `launched_at` minus
+the occurrence (the run start and the ledger row are both committed by then).
+Prints p50/p95/p99/max, how many of the expected fires happened, and the
+daemon's CPU and memory.
+
+    .venv/bin/python bench/fire_latency.py --triggers 100 --seconds 30
+    .venv/bin/python bench/fire_latency.py --triggers 1000 --seconds 30
+    .venv/bin/python bench/fire_latency.py --triggers 1000 --database-url postgresql+psycopg://...
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+
+import sqlalchemy as sa
+
+TRIGGERS = shutil.which("triggers", path=str(Path(sys.executable).parent)) or "triggers"
+
+
+def declarations(count: int) -> str:
+    lines = ["version: 1", "flows:", "  noop:", "    steps: []", "triggers:"]
+    lines += [
+        f"  - {{id: t{n:05d}, flow: noop, every: 1s, overlap: allow, max_active: 5}}"
+        for n in range(count)
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / ticks
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def run(args: argparse.Namespace) -> dict[str, object]:
+    workdir = Path(tempfile.mkdtemp(prefix="triggers-bench-"))
+    url = args.database_url or f"sqlite:///{workdir / 'bench.sqlite'}"
+    config = workdir / "triggers.yaml"
+    config.write_text(declarations(args.triggers))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRIGGERS_")}
+    env.update({"TRIGGERS_DATABASE_URL": url, "TRIGGERS_LOG_FORMAT": "json",
+                "TRIGGERS_LOG_LEVEL": "warning"})
+    log = (workdir / "daemon.log").open("w")
+    daemons = [
+        subprocess.Popen([TRIGGERS, "run", "--config", str(config)], env=env, stderr=log,
+                         stdout=subprocess.DEVNULL)
+        for _ in range(args.daemons)
+    ]
+    time.sleep(args.warmup)
+    cpu_start = sum(cpu_seconds(d.pid) for d in daemons)
+    window_start = time.time()
+    time.sleep(args.seconds)
+    window_end = time.time()
+    cpu_used = sum(cpu_seconds(d.pid) for d in daemons) - cpu_start
+    memory = max(rss_mb(d.pid) for d in daemons)
+    for daemon in daemons:
+        daemon.send_signal(signal.SIGTERM)
+    for daemon in daemons:
+        daemon.wait(timeout=60)
+    engine = sa.create_engine(url)
+    with engine.connect() as conn:
+        rows = conn.execute(
+            sa.text("SELECT occurrence_at, launched_at, outcome FROM fires "
+                    "WHERE occurrence_at >= :a AND occurrence_at < :b"),
+            {"a": int(window_start * 1000) + 1000, "b": int(window_end * 1000) - 1000},
+        ).all()
+    engine.dispose()
+    seconds = len({r[0] for r in rows})
+    expected = seconds * args.triggers
+    latencies = [(r[1] - r[0]) for r in rows if r[1] is not None]
+    launched = len(latencies)
+    result: dict[str, object] = {
+        "triggers": args.triggers,
+        "daemons": args.daemons,
+        "database": "postgresql" if url.startswith("postgresql") else "sqlite",
+        "window_s": round(window_end - window_start, 1),
+        "expected": expected,
+        "launched": launched,
+        "ledger_rows": len(rows),
+        "outcomes": dict(sorted({o: sum(1 for r in rows if r[2] == o)
+                                 for o in {r[2] for r in rows}}.items())),
+        "cpu_percent_of_core": round(100 * cpu_used / (window_end - window_start), 1),
+        "rss_mb": round(memory, 1),
+    }
+    if latencies:
+        result.update({
+            "latency_ms_p50": percentile(latencies, 0.50),
+            "latency_ms_p95": percentile(latencies, 0.95),
+            "latency_ms_p99": percentile(latencies, 0.99),
+            "latency_ms_max": max(latencies),
+            "latency_ms_mean": round(statistics.fmean(latencies), 1),
+        })
+    if not args.keep:
+        shutil.rmtree(workdir, ignore_errors=True)
+    else:
+        result["workdir"] = str(workdir)
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--triggers", type=int, default=100)
+    parser.add_argument("--seconds", type=float, default=30)
+    parser.add_argument("--warmup", type=float, default=5)
+    parser.add_argument("--daemons", type=int, default=1)
+    parser.add_argument("--database-url")
+    parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    result = run(args)
+    if args.json:
+        print(json.dumps(result))
+        return
+    print(f"# {datetime.now().astimezone():%Y-%m-%d %H:%M} fire latency, every-second triggers")
+    for key, value in result.items():
+        print(f"{key:>22}: {value}")
+
+
+if __name__ == "__main__":
+    main()

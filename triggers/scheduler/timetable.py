@@ -1,0 +1,131 @@
+"""What the loop knows of every trigger, and a heap of when each is next due.
+
+Nothing here costs anything per idle trigger: a trigger is looked at when it is
+due (its next occurrence, plus its jitter) or when it changes. Rescheduling
+pushes a new heap item and leaves the old one to be discarded when it surfaces.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+from datetime import datetime
+
+import structlog
+
+from triggers.errors import ScheduleError
+from triggers.model import Trigger
+from triggers.scheduler.occurrences import CompiledSchedule, compile_schedule, jitter_delay
+
+log = structlog.get_logger()
+
+
+@dataclass(slots=True)
+class Entry:
+    """One trigger as the loop sees it."""
+
+    trigger: Trigger
+    schedule: CompiledSchedule | None
+    watermark_at: datetime
+    due_at: datetime | None = None
+    generation: int = 0
+
+
+class Timetable:
+    """Entries by trigger id, and a heap of their due times."""
+
+    def __init__(self) -> None:
+        self.entries: dict[str, Entry] = {}
+        self._heap: list[tuple[datetime, int, str, int]] = []
+        self._sequence = 0
+
+    def sync(self, trigger: Trigger) -> Entry:
+        """Take a stored trigger in, recompiling its schedule when its revision changed.
+
+        The watermark only moves forward: the stored one, or what this loop has
+        recorded since it read it."""
+        entry = self.entries.get(trigger.id)
+        if entry is None or entry.trigger.revision != trigger.revision:
+            watermark = trigger.watermark_at if entry is None else entry.watermark_at
+            entry = Entry(
+                trigger=trigger,
+                schedule=_compile(trigger),
+                watermark_at=max(trigger.watermark_at, watermark),
+                generation=entry.generation if entry is not None else 0,
+            )
+            self.entries[trigger.id] = entry
+        else:
+            entry.trigger = trigger
+            entry.watermark_at = max(entry.watermark_at, trigger.watermark_at)
+        self.reschedule(entry)
+        return entry
+
+    def reschedule(self, entry: Entry, *, at: datetime | None = None) -> None:
+        """Due at `at`, or at its next occurrence after the watermark (plus jitter)."""
+        entry.generation += 1
+        entry.due_at = at if at is not None else _due_at(entry)
+        if entry.due_at is not None:
+            self._sequence += 1
+            item = (entry.due_at, self._sequence, entry.trigger.id, entry.generation)
+            heapq.heappush(self._heap, item)
+
+    def pop_due(self, now: datetime) -> list[Entry]:
+        """Every entry due at or before `now`, taken off the heap."""
+        due = []
+        while self._heap and self._heap[0][0] <= now:
+            _, _, trigger_id, generation = heapq.heappop(self._heap)
+            entry = self.entries.get(trigger_id)
+            if entry is not None and entry.generation == generation:
+                entry.due_at = None
+                entry.generation += 1
+                due.append(entry)
+        return due
+
+    def take_if_due(self, entry: Entry, now: datetime) -> bool:
+        """Take one entry off the heap if it is due; True when it was."""
+        if entry.due_at is None or entry.due_at > now:
+            return False
+        entry.due_at = None
+        entry.generation += 1
+        return True
+
+    def next_due(self) -> datetime | None:
+        """When the earliest entry is due, or None."""
+        while self._heap:
+            due_at, _, trigger_id, generation = self._heap[0]
+            entry = self.entries.get(trigger_id)
+            if entry is not None and entry.generation == generation:
+                return due_at
+            heapq.heappop(self._heap)  # rescheduled or removed since it was pushed
+        return None
+
+
+def _compile(trigger: Trigger) -> CompiledSchedule | None:
+    spec = trigger.spec
+    try:
+        return compile_schedule(
+            spec.schedule,
+            trigger_id=spec.id,
+            timezone=spec.timezone,
+            start_at=spec.start_at,
+            end_at=spec.end_at,
+        )
+    except ScheduleError as exc:
+        log.error("schedule_invalid", trigger_id=spec.id, error=str(exc))
+        return None
+
+
+def _due_at(entry: Entry) -> datetime | None:
+    trigger = entry.trigger
+    spec = trigger.spec
+    if entry.schedule is None or not trigger.claimable:
+        return None
+    if spec.max_runs is not None and trigger.runs_launched >= spec.max_runs:
+        return None
+    next_at = entry.schedule.next_after(entry.watermark_at)
+    if next_at is None:
+        return None
+    if spec.jitter:
+        following = entry.schedule.next_after(next_at)
+        return next_at + jitter_delay(spec.id, next_at, spec.jitter, following)
+    return next_at
