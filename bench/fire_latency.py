@@ -66,12 +66,21 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     config = workdir / "triggers.yaml"
     config.write_text(declarations(args.triggers))
     env = {k: v for k, v in os.environ.items() if not k.startswith("TRIGGERS_")}
-    env.update({"TRIGGERS_DATABASE_URL": url, "TRIGGERS_LOG_FORMAT": "json",
-                "TRIGGERS_LOG_LEVEL": "warning"})
+    env.update(
+        {
+            "TRIGGERS_DATABASE_URL": url,
+            "TRIGGERS_LOG_FORMAT": "json",
+            "TRIGGERS_LOG_LEVEL": "warning",
+        }
+    )
     log = (workdir / "daemon.log").open("w")
     daemons = [
-        subprocess.Popen([TRIGGERS, "run", "--config", str(config)], env=env, stderr=log,
-                         stdout=subprocess.DEVNULL)
+        subprocess.Popen(
+            [TRIGGERS, "run", "--config", str(config)],
+            env=env,
+            stderr=log,
+            stdout=subprocess.DEVNULL,
+        )
         for _ in range(args.daemons)
     ]
     time.sleep(args.warmup)
@@ -88,8 +97,10 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     engine = sa.create_engine(url)
     with engine.connect() as conn:
         rows = conn.execute(
-            sa.text("SELECT occurrence_at, launched_at, outcome FROM fires "
-                    "WHERE occurrence_at >= :a AND occurrence_at < :b"),
+            sa.text(
+                "SELECT occurrence_at, launched_at, outcome FROM fires "
+                "WHERE occurrence_at >= :a AND occurrence_at < :b"
+            ),
             {"a": int(window_start * 1000) + 1000, "b": int(window_end * 1000) - 1000},
         ).all()
     engine.dispose()
@@ -105,19 +116,22 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         "expected": expected,
         "launched": launched,
         "ledger_rows": len(rows),
-        "outcomes": dict(sorted({o: sum(1 for r in rows if r[2] == o)
-                                 for o in {r[2] for r in rows}}.items())),
+        "outcomes": dict(
+            sorted({o: sum(1 for r in rows if r[2] == o) for o in {r[2] for r in rows}}.items())
+        ),
         "cpu_percent_of_core": round(100 * cpu_used / (window_end - window_start), 1),
         "rss_mb": round(memory, 1),
     }
     if latencies:
-        result.update({
-            "latency_ms_p50": percentile(latencies, 0.50),
-            "latency_ms_p95": percentile(latencies, 0.95),
-            "latency_ms_p99": percentile(latencies, 0.99),
-            "latency_ms_max": max(latencies),
-            "latency_ms_mean": round(statistics.fmean(latencies), 1),
-        })
+        result.update(
+            {
+                "latency_ms_p50": percentile(latencies, 0.50),
+                "latency_ms_p95": percentile(latencies, 0.95),
+                "latency_ms_p99": percentile(latencies, 0.99),
+                "latency_ms_max": max(latencies),
+                "latency_ms_mean": round(statistics.fmean(latencies), 1),
+            }
+        )
     if not args.keep:
         shutil.rmtree(workdir, ignore_errors=True)
     else:

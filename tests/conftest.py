@@ -32,7 +32,9 @@ def _pg_admin() -> sa.Engine:
     if not PG_URL:
         if IN_CI:
             pytest.fail("CI=true but TRIGGERS_TEST_PG_URL is not set: PostgreSQL tests must run")
-        pytest.skip("PostgreSQL tests need TRIGGERS_TEST_PG_URL (e.g. postgresql+psycopg://postgres@127.0.0.1:5432/test)")
+        pytest.skip(
+            "PostgreSQL tests need TRIGGERS_TEST_PG_URL (e.g. postgresql+psycopg://postgres@127.0.0.1:5432/test)"
+        )
     engine = sa.create_engine(PG_URL, isolation_level="AUTOCOMMIT")
     try:
         with engine.connect() as conn:

@@ -115,11 +115,12 @@ class CronRule:
         with self._lock:
             try:
                 found = self._iterator.get_next(datetime, start_time=start)
-            except (CroniterBadDateError, OverflowError):
+            except (CroniterBadDateError, ValueError, OverflowError):
+                # No match within croniter's 50-year horizon, or none before year 10000.
                 return None
         at = (found - _NAIVE_EPOCH) // timedelta(seconds=1)
         self._matching_day = at // _DAY_S
-        return int(at)
+        return at
 
     def _count_before(self, time_of_day: int) -> int:
         """How many times of day of a matching day fall before `time_of_day`."""
@@ -188,7 +189,7 @@ def parse_cron(expression: str, *, trigger_id: str) -> CronRule:
         raise ScheduleError(
             f"invalid cron expression {expression!r}: {exc}", expression=expression
         ) from exc
-    minute, hour = fields[-5], fields[-4]
+    minute, hour = fields[-5], fields[-4]  # an optional seconds field comes first
     rule = CronRule(
         iterator,
         expression=expression,
@@ -231,6 +232,10 @@ class CronOccurrences(CountableSchedule):
         self._rule = rule
         self._timeline = timeline
 
+    # At a transition the wall clock jumps from `transition.at + before` (the old wall)
+    # to `transition.at + after` (the new wall): forward over a gap of wall times that
+    # never happen, or back over wall times that happen twice.
+
     def _next_after(self, after: datetime) -> datetime | None:
         segment, offset, wall = self._search_from(after)
         candidate = self._rule.next(wall)
@@ -240,15 +245,15 @@ class CronOccurrences(CountableSchedule):
             transition = self._timeline.next_transition(segment, candidate - offset)
             if transition is None:
                 return instant(candidate - offset)
-            fresh_start = transition.at + transition.after
+            new_wall = transition.at + transition.after
             if transition.forward:
-                if candidate < fresh_start:  # the candidate is inside the gap
+                if candidate < new_wall:  # the candidate is inside the gap
                     if self._rule.fixed_time:
                         return instant(transition.at)
-                    candidate = self._rule.next(fresh_start)
+                    candidate = self._rule.next(new_wall)
             elif not self._rule.fixed_time:
-                candidate = self._rule.next(fresh_start)
-            # A fixed-time candidate past a repeat is already past the repeated walls.
+                candidate = self._rule.next(new_wall)  # the repeated wall times fire again
+            # A fixed-time candidate is at or after the old wall: past the repeated walls.
             segment, offset = transition.at, transition.after
         return None
 
@@ -259,21 +264,20 @@ class CronOccurrences(CountableSchedule):
         while True:
             transition = self._timeline.next_transition(segment, last)
             segment_last = last if transition is None else transition.at - 1
-            result = join(
-                result, self._instants(self._rule.summary(wall, segment_last + offset), offset)
-            )
+            walls = self._rule.summary(wall, segment_last + offset)
+            result = join(result, self._instants(walls, offset))
             if transition is None:
                 return result
-            gap_start = transition.at + transition.before
+            old_wall = transition.at + transition.before
             wall = transition.at + transition.after
             if transition.forward:
-                first_in_gap = self._rule.next(gap_start) if self._rule.fixed_time else None
-                if first_in_gap is not None and first_in_gap < wall:
+                in_gap = self._rule.next(old_wall) if self._rule.fixed_time else None
+                if in_gap is not None and in_gap < wall:
                     at = instant(transition.at)
                     result = join(result, Span(first_at=at, last_at=at, count=1))
                     wall += 1  # the wall time ending the gap is that same instant
             elif self._rule.fixed_time:
-                wall = gap_start  # skip the second pass of the repeated wall times
+                wall = old_wall  # the repeated wall times fired in their first pass
             segment, offset = transition.at, transition.after
 
     def _search_from(self, after: datetime) -> tuple[int, int, int]:

@@ -15,6 +15,8 @@ import calendar
 from datetime import date, datetime, timedelta
 
 from triggers.clock import from_ms, to_ms
+from triggers.errors import ScheduleError
+from triggers.model import CalendarSchedule
 from triggers.scheduler._timeline import (
     CountableSchedule,
     Span,
@@ -22,6 +24,10 @@ from triggers.scheduler._timeline import (
     floor_s,
     instant,
 )
+
+CALENDAR_ANCHOR = date(2001, 1, 1)
+"""Where a calendar schedule without `start` counts from: a Monday, and the first day
+of a month and of a year, so `weeks: 1` fires on Mondays and `months: 1` on the 1st."""
 
 _DAY_S = 86_400
 _ORDINAL_1970 = date(1970, 1, 1).toordinal()
@@ -164,3 +170,50 @@ class CalendarOccurrences(CountableSchedule):
             return _NEVER
         wall = (day.toordinal() - _ORDINAL_1970) * _DAY_S + self._time_of_day_s
         return self._timeline.resolve_fixed(wall)
+
+
+def compile_calendar(
+    schedule: CalendarSchedule,
+    timeline: ZoneTimeline,
+    *,
+    start_at: datetime | None,
+    end_at: datetime | None,
+) -> CalendarOccurrences:
+    """Validate a calendar schedule and compile it in the trigger's zone.
+
+    Raises:
+        ScheduleError: no positive interval, a negative one, or a field out of range.
+    """
+    intervals = (schedule.years, schedule.months, schedule.weeks, schedule.days)
+    if min(intervals) < 0 or max(intervals) == 0:
+        raise ScheduleError(
+            "calendar needs a positive years, months, weeks or days interval and no negative one"
+        )
+    fields = (
+        ("hour", schedule.hour, 0, 23),
+        ("minute", schedule.minute, 0, 59),
+        ("second", schedule.second, 0, 59),
+        ("day", 1 if schedule.day is None else schedule.day, 1, 31),
+    )
+    for name, value, bottom, top in fields:
+        if not bottom <= value <= top:
+            raise ScheduleError(f"calendar {name} must be between {bottom} and {top}, got {value}")
+    anchor = CALENDAR_ANCHOR
+    if schedule.start is not None:
+        start = timeline.as_instant(schedule.start)
+        anchor = start.astimezone(timeline.zone).date()
+        # The schedule's own start is a bound too: no occurrence before it.
+        start_at = start if start_at is None else max(start_at, start)
+    day_of_month = anchor.day if schedule.day is None else schedule.day
+    last_day = calendar.monthrange(anchor.year, anchor.month)[1]
+    anchor = anchor.replace(day=min(day_of_month, last_day))
+    return CalendarOccurrences(
+        months=schedule.years * 12 + schedule.months,
+        days=schedule.weeks * 7 + schedule.days,
+        anchor=anchor,
+        day_of_month=day_of_month,
+        time_of_day_s=schedule.hour * 3600 + schedule.minute * 60 + schedule.second,
+        timeline=timeline,
+        start_at=start_at,
+        end_at=end_at,
+    )

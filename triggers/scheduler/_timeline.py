@@ -1,8 +1,8 @@
 """Shared machinery of the schedule kinds: range summaries and time-zone transitions.
 
 Private to `triggers.scheduler.occurrences`. Instants inside this module are integer
-epoch seconds (`*_s`), wall-clock times are integer seconds of the naive local
-calendar counted from 1970-01-01T00:00 (`wall_*`), and offsets are integer seconds.
+epoch seconds (`*_s`), wall-clock times (`wall`) are integer seconds of the naive local
+calendar counted from 1970-01-01T00:00, and offsets are integer seconds.
 """
 
 from __future__ import annotations
@@ -174,6 +174,12 @@ class ZoneTimeline:
             if index:
                 return transitions[index - 1]
         return None
+
+    def as_instant(self, value: datetime) -> datetime:
+        """An aware instant; a naive value is a wall time here, by the fixed-time rule."""
+        if value.tzinfo is not None:
+            return value
+        return instant(self.resolve_fixed(floor_s(value.replace(tzinfo=UTC))))
 
     def resolve_fixed(self, wall: int) -> int:
         """The instant a fixed wall time fires at, by Debian cron's rule.

@@ -13,10 +13,9 @@ time. `every` measures elapsed time and ignores wall clocks.
 
 from __future__ import annotations
 
-import calendar
 import hashlib
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Protocol
 from zoneinfo import ZoneInfo
 
@@ -33,16 +32,13 @@ from triggers.model import (
     Schedule,
 )
 from triggers.scheduler._cron import CronOccurrences, parse_cron
-from triggers.scheduler._intervals import AtOccurrences, CalendarOccurrences, EveryOccurrences
-from triggers.scheduler._timeline import (
-    TICK,
-    CountableSchedule,
-    Span,
-    ZoneTimeline,
-    floor_s,
-    instant,
-    load_zone,
+from triggers.scheduler._intervals import (
+    CALENDAR_ANCHOR,
+    AtOccurrences,
+    EveryOccurrences,
+    compile_calendar,
 )
+from triggers.scheduler._timeline import TICK, CountableSchedule, Span, ZoneTimeline, load_zone
 
 __all__ = [
     "CALENDAR_ANCHOR",
@@ -56,10 +52,6 @@ __all__ = [
     "next_occurrences",
     "plan_due",
 ]
-
-CALENDAR_ANCHOR = date(2001, 1, 1)
-"""Where a calendar schedule without `start` counts from: a Monday, and the first day
-of a month and of a year, so `weeks: 1` fires on Mondays and `months: 1` on the 1st."""
 
 _MS = timedelta(milliseconds=1)
 
@@ -142,65 +134,15 @@ def compile_schedule(
                     f"got {interval}",
                     trigger_id=trigger_id,
                 )
-            anchor = 0 if start is None else to_ms(_as_instant(start, timeline))
+            anchor = 0 if start is None else to_ms(timeline.as_instant(start))
             return EveryOccurrences(
                 interval_ms=interval // _MS, anchor_ms=anchor, start_at=start_at, end_at=end_at
             )
         case CalendarSchedule():
-            return _compile_calendar(schedule, timeline, start_at=start_at, end_at=end_at)
+            return compile_calendar(schedule, timeline, start_at=start_at, end_at=end_at)
         case AtSchedule(at=at):
-            exact = from_ms(to_ms(_as_instant(at, timeline)))
+            exact = from_ms(to_ms(timeline.as_instant(at)))
             return AtOccurrences(exact, start_at=start_at, end_at=end_at)
-
-
-def _compile_calendar(
-    schedule: CalendarSchedule,
-    timeline: ZoneTimeline,
-    *,
-    start_at: datetime | None,
-    end_at: datetime | None,
-) -> CountableSchedule:
-    intervals = (schedule.years, schedule.months, schedule.weeks, schedule.days)
-    if min(intervals) < 0 or max(intervals) == 0:
-        raise ScheduleError(
-            "calendar needs a positive years, months, weeks or days interval and no negative one"
-        )
-    fields = (
-        ("hour", schedule.hour, 0, 23),
-        ("minute", schedule.minute, 0, 59),
-        ("second", schedule.second, 0, 59),
-        ("day", 1 if schedule.day is None else schedule.day, 1, 31),
-    )
-    for name, value, bottom, top in fields:
-        if not bottom <= value <= top:
-            raise ScheduleError(f"calendar {name} must be between {bottom} and {top}, got {value}")
-    anchor = CALENDAR_ANCHOR
-    if schedule.start is not None:
-        start = _as_instant(schedule.start, timeline)
-        anchor = start.astimezone(timeline.zone).date()
-        # The schedule's own start is a bound too: no occurrence before it.
-        start_at = start if start_at is None else max(start_at, start)
-    day_of_month = anchor.day if schedule.day is None else schedule.day
-    last_day = calendar.monthrange(anchor.year, anchor.month)[1]
-    anchor = anchor.replace(day=min(day_of_month, last_day))
-    return CalendarOccurrences(
-        months=schedule.years * 12 + schedule.months,
-        days=schedule.weeks * 7 + schedule.days,
-        anchor=anchor,
-        day_of_month=day_of_month,
-        time_of_day_s=schedule.hour * 3600 + schedule.minute * 60 + schedule.second,
-        timeline=timeline,
-        start_at=start_at,
-        end_at=end_at,
-    )
-
-
-def _as_instant(value: datetime, timeline: ZoneTimeline) -> datetime:
-    """An aware instant; a naive value is a wall time in the trigger's zone."""
-    if value.tzinfo is not None:
-        return value
-    wall = floor_s(value.replace(tzinfo=UTC))
-    return instant(timeline.resolve_fixed(wall))
 
 
 def next_occurrences(schedule: CompiledSchedule, *, after: datetime, count: int) -> list[datetime]:
@@ -215,7 +157,7 @@ def next_occurrences(schedule: CompiledSchedule, *, after: datetime, count: int)
 
 def count_occurrences(schedule: CompiledSchedule, *, after: datetime, until: datetime) -> int:
     """How many occurrences fall in (after, until], without listing them when possible."""
-    span = _countable(schedule, max_steps=None).span(after, until)
+    span = _countable(schedule, _Budget(left=None)).span(after, until)
     return 0 if span is None else span.count
 
 
@@ -237,23 +179,24 @@ def plan_due(
     remain, the plan covers the oldest part, is `truncated`, and its watermark is the
     last occurrence handled, so the caller plans again from there. A clock that went
     backwards (`now` before the watermark) gives an empty plan.
+
+    Raises:
+        ValueError: `limit` is below 1.
     """
     if limit < 1:
         raise ValueError("limit must be at least 1")
-    plan = _Planner(_countable(schedule, max_steps=limit), watermark_at, limit)
-    if now <= watermark_at:
-        return plan.result(now)
-    grace_floor = _earlier(now, catchup.grace)  # younger: dispatched under every policy
-    window_floor = min(_earlier(now, catchup.window, TICK), grace_floor)
-    if not plan.miss(window_floor, Reason.CATCHUP_WINDOW):
-        return plan.result(now)
-    if catchup.policy is CatchupPolicy.ALL:
-        plan.dispatch_each(grace_floor)
-    elif catchup.policy is CatchupPolicy.NONE:
-        plan.miss(grace_floor, Reason.CATCHUP_POLICY)
-    else:
-        plan.dispatch_latest(grace_floor)
-    plan.dispatch_each(now)
+    budget = _Budget(left=limit)
+    plan = _Planner(_countable(schedule, budget), watermark_at, budget)
+    if now > watermark_at:
+        grace_floor = _earlier(now, catchup.grace)  # younger: dispatched under every policy
+        plan.miss(min(_earlier(now, catchup.window, TICK), grace_floor), Reason.CATCHUP_WINDOW)
+        if catchup.policy is CatchupPolicy.ALL:
+            plan.dispatch_each(grace_floor)
+        elif catchup.policy is CatchupPolicy.NONE:
+            plan.miss(grace_floor, Reason.CATCHUP_POLICY)
+        else:
+            plan.dispatch_latest(grace_floor)
+        plan.dispatch_each(now)
     return plan.result(now)
 
 
@@ -265,36 +208,51 @@ def _earlier(at: datetime, *deltas: timedelta) -> datetime:
         return datetime.min.replace(tzinfo=UTC)
 
 
-class _Planner:
-    """The running state of one `plan_due` call; each step starts at the watermark."""
+@dataclass(slots=True, kw_only=True)
+class _Budget:
+    """How many more occurrences one call may list (None: no bound)."""
 
-    def __init__(self, source: CountableSchedule, watermark_at: datetime, limit: int) -> None:
+    left: int | None
+
+    def take(self) -> bool:
+        """Spend one listing; False when none is left."""
+        if self.left is None:
+            return True
+        if self.left == 0:
+            return False
+        self.left -= 1
+        return True
+
+
+class _Planner:
+    """The running state of one `plan_due` call; each step starts at the watermark.
+
+    Once the budget runs out (`stopped`), every later step does nothing, so the plan
+    ends at the last occurrence handled.
+    """
+
+    def __init__(self, source: CountableSchedule, watermark_at: datetime, budget: _Budget) -> None:
         self._source = source
-        self._budget = limit
+        self._budget = budget
         self.watermark_at = watermark_at
         self.dispatch: list[datetime] = []
         self.missed: list[MissedRange] = []
         self.stopped = False
 
-    def miss(self, until: datetime, reason: Reason) -> bool:
-        """Record (watermark, until] as missed; False when the source ran out of budget."""
-        if self.stopped:
-            return False
-        span = self._source.span(self.watermark_at, until)
+    def miss(self, until: datetime, reason: Reason) -> None:
+        """Record the occurrences in (watermark, until] as missed."""
+        span = None if self.stopped else self._source.span(self.watermark_at, until)
         if span is not None:
             self._miss(span.first_at, span.last_at, span.count, reason)
-            if not span.complete:
-                self.stopped = True
-        return not self.stopped
+            self.stopped = not span.complete
 
     def dispatch_each(self, until: datetime) -> None:
-        """Dispatch every occurrence in (watermark, until], within the budget."""
+        """Dispatch every occurrence in (watermark, until]."""
         at = None if self.stopped else self._source.next_after(self.watermark_at)
         while at is not None and at <= until:
-            if self._budget == 0:
+            if not self._budget.take():
                 self.stopped = True
                 return
-            self._budget -= 1
             self.dispatch.append(at)
             self.watermark_at = at
             at = self._source.next_after(at)
@@ -304,16 +262,15 @@ class _Planner:
         span = None if self.stopped else self._source.span(self.watermark_at, until)
         if span is None:
             return
-        if not span.complete:
+        if not span.complete:  # the newest is still unknown: what was seen is missed
             self._miss(span.first_at, span.last_at, span.count, Reason.CATCHUP_POLICY)
             self.stopped = True
             return
         if span.before_last_at is not None:
             self._miss(span.first_at, span.before_last_at, span.count - 1, Reason.CATCHUP_POLICY)
-        if self._budget == 0:
-            self.stopped = True
-            return
-        self._budget -= 1
+        # No budget check: a listing span already paid for the newest, and a counting
+        # one listed nothing, so this is the call's first listing.
+        self._budget.take()
         self.dispatch.append(span.last_at)
         self.watermark_at = span.last_at
 
@@ -337,37 +294,38 @@ class _Planner:
 
 
 class _SteppingSchedule(CountableSchedule):
-    """Any `CompiledSchedule`, summarised by listing at most `max_steps` occurrences."""
+    """Any `CompiledSchedule`, summarised by listing its occurrences within a budget."""
 
-    def __init__(self, schedule: CompiledSchedule, max_steps: int | None) -> None:
+    def __init__(self, schedule: CompiledSchedule, budget: _Budget) -> None:
         super().__init__(start_at=None, end_at=None)
         self._schedule = schedule
-        self._max_steps = max_steps
+        self._budget = budget
 
     def _next_after(self, after: datetime) -> datetime | None:
         return self._schedule.next_after(after)
 
     def _span(self, after: datetime, until: datetime) -> Span | None:
         first = at = self._schedule.next_after(after)
-        if first is None or first > until:
+        if first is None or first > until or not self._budget.take():
             return None
-        last, before_last, count = first, None, 0
-        while at is not None and at <= until and count != self._max_steps:
+        last, before_last, count = first, None, 1
+        at = self._schedule.next_after(first)
+        while at is not None and at <= until and self._budget.take():
             before_last, last, count = last, at, count + 1
             at = self._schedule.next_after(at)
         return Span(
             first_at=first,
             last_at=last,
             count=count,
-            before_last_at=before_last if count > 1 else None,
+            before_last_at=before_last,
             complete=at is None or at > until,
         )
 
 
-def _countable(schedule: CompiledSchedule, *, max_steps: int | None) -> CountableSchedule:
+def _countable(schedule: CompiledSchedule, budget: _Budget) -> CountableSchedule:
     if isinstance(schedule, CountableSchedule):
         return schedule
-    return _SteppingSchedule(schedule, max_steps)
+    return _SteppingSchedule(schedule, budget)
 
 
 def jitter_delay(
