@@ -49,7 +49,9 @@ class Database:
         self._write_lock = threading.RLock()
         if self.is_sqlite:
             self.engine = _sqlite_engine(
-                parsed, synchronous=sqlite_synchronous, busy_timeout_ms=busy_timeout_ms,
+                parsed,
+                synchronous=sqlite_synchronous,
+                busy_timeout_ms=busy_timeout_ms,
                 pool_size=pool_size,
             )
         else:
@@ -69,15 +71,22 @@ class Database:
     def write(self) -> Iterator[Connection]:
         """A write transaction: committed on normal exit, rolled back on an exception."""
         with self._write_lock, self.engine.connect() as conn:
-            conn = conn.execution_options(**{_WRITE: True})
-            with conn.begin():
-                yield conn
+            writer = conn.execution_options(**{_WRITE: True})
+            with writer.begin():
+                yield writer
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
         """A read transaction (a consistent snapshot on both backends)."""
-        with self.engine.connect() as conn, conn.begin():
-            yield conn
+        with self.engine.connect() as conn:
+            reader = conn
+            if not self.is_sqlite:
+                # PostgreSQL's default READ COMMITTED gives every statement its own
+                # snapshot; REPEATABLE READ holds one for the transaction, and a
+                # read-only transaction never fails to serialize under it.
+                reader = conn.execution_options(isolation_level="REPEATABLE READ")
+            with reader.begin():
+                yield reader
 
     def dispose(self) -> None:
         self.engine.dispose()

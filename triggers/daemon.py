@@ -99,14 +99,18 @@ class Daemon:
 
     def run(self) -> int:
         settings = self._settings
+        # First, so that a SIGTERM during start-up still ends in a clean exit.
+        self._install_signals()
         backend = open_backend(settings, owner=self._owner)
         try:
             self._apply(backend, initial=True)
+            if self._stop.is_set():
+                log.info("daemon_stopped", owner=self._owner, during="start-up")
+                return 0
             backend.runtime.start()
             scheduler = self._scheduler(backend)
             self._serve_metrics(scheduler.metrics)
             worker = threading.Thread(target=scheduler.run, name="scheduler")
-            self._install_signals()
             worker.start()
             log.info(
                 "daemon_started",

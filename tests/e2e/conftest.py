@@ -59,15 +59,15 @@ class Cli:
         return json.loads(self.run(*args, "--json").stdout)
 
     def daemon(self, config: Path, log: Path) -> subprocess.Popen[str]:
-        handle = log.open("a")
-        return subprocess.Popen(
-            [TRIGGERS, "run", "--config", str(config)],
-            env=self.env,
-            cwd=self.workdir,
-            stdout=subprocess.DEVNULL,
-            stderr=handle,
-            text=True,
-        )
+        with log.open("a") as handle:  # the child keeps its own descriptor
+            return subprocess.Popen(
+                [TRIGGERS, "run", "--config", str(config)],
+                env=self.env,
+                cwd=self.workdir,
+                stdout=subprocess.DEVNULL,
+                stderr=handle,
+                text=True,
+            )
 
 
 def stop(process: subprocess.Popen[str], *, timeout: float = 30) -> int:

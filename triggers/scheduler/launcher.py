@@ -67,7 +67,9 @@ class Launcher:
         self._on_launched = on_launched
         self._on_deferred = on_deferred
         self._metrics = metrics
-        self._queue: queue.SimpleQueue[Claim | None] = queue.SimpleQueue()
+        # One item per submit: a tick's claims travel as one batch, so they become
+        # one start call and one ledger transaction, not one per claim.
+        self._queue: queue.SimpleQueue[list[Claim] | None] = queue.SimpleQueue()
         self._workers = [
             threading.Thread(target=self._work, name=f"launcher-{n}", daemon=True)
             for n in range(workers)
@@ -81,10 +83,11 @@ class Launcher:
             worker.start()
 
     def submit(self, claims: Sequence[Claim]) -> None:
+        if not claims:
+            return
         with self._idle:
             self._in_flight += len(claims)
-        for claim in claims:
-            self._queue.put(claim)
+        self._queue.put(list(claims))
 
     def wait_idle(self, timeout: float) -> bool:
         """Wait until every submitted claim is handled; True when it was."""
@@ -106,7 +109,7 @@ class Launcher:
             except queue.Empty:
                 break
             if item is not None:
-                leftover.append(item)
+                leftover.extend(item)
         now = self._clock.now()
         for claim in leftover:
             # The next incarnation (or another daemon) takes these right away.
@@ -117,7 +120,7 @@ class Launcher:
             first = self._queue.get()
             if first is None:
                 return
-            batch = [first]
+            batch = first
             while len(batch) < _BATCH:
                 try:
                     item = self._queue.get_nowait()
@@ -126,7 +129,7 @@ class Launcher:
                 if item is None:
                     self._queue.put(None)  # leave the stop marker for this worker's next turn
                     break
-                batch.append(item)
+                batch.extend(item)
             try:
                 self._launch(batch)
             except Exception:

@@ -1,0 +1,210 @@
+"""Throughput and start latency of `looms_runtime` with every event durably committed.
+
+For each backend (a SQLite temp file with synchronous=FULL; PostgreSQL when
+TRIGGERS_TEST_PG_URL is set) and each flow (one `python` step calling a no-op, and a
+flow with no steps), N runs are started by concurrent callers (as the scheduler's
+launches do) and the clock stops when the last one has settled; start latency is the
+time each `start_run` call takes to return (the start is durable then). Also measured:
+one `start_runs` batch of 1000 requests on an idle database (the whole call, and its
+one write transaction), and the raw single-row INSERT+COMMIT rate of the same
+database, so the runtime's cost shows as a ratio.
+
+    .venv/bin/python bench/runtime_throughput.py [--runs 2000] [--callers 8] [--workers 16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import statistics
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+import structlog
+
+from looms_runtime import Database, RunSettled, Runtime, StartRequest, schema
+from looms_runtime.testing import temporary_postgres_database
+
+FLOWS: dict[str, dict[str, Any]] = {
+    "1 python step": {
+        "kind": "steps",
+        "steps": [
+            {
+                "id": "noop",
+                "type": "python",
+                "ref": "__main__:noop",
+                "timeout_s": None,
+                "retry": None,
+                "idempotent": True,
+            }
+        ],
+    },
+    "0 steps": {"kind": "steps", "steps": []},
+}
+
+
+BATCH = 1000
+
+
+def noop(_input: object) -> None:
+    """The step that does no work of its own."""
+
+
+@contextmanager
+def sqlite_url() -> Iterator[str]:
+    with tempfile.TemporaryDirectory() as directory:
+        url = f"sqlite:///{Path(directory) / 'bench.sqlite'}"
+        engine = sa.create_engine(url)
+        schema.metadata.create_all(engine)
+        engine.dispose()
+        yield url
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def raw_commits_per_s(db: Database, n: int = 500) -> float:
+    table = sa.Table("bench_raw", sa.MetaData(), sa.Column("id", sa.Integer, primary_key=True))
+    table.create(db.engine)
+    started = time.perf_counter()
+    for i in range(n):
+        with db.write() as conn:
+            conn.execute(table.insert().values(id=i))
+    elapsed = time.perf_counter() - started
+    table.drop(db.engine)
+    return n / elapsed
+
+
+class TimedDatabase(Database):
+    """A `Database` that records how long each write transaction is open."""
+
+    def __init__(self, url: str, **options: Any) -> None:
+        super().__init__(url, **options)
+        self.write_ms: list[float] = []
+
+    @contextmanager
+    def write(self) -> Iterator[sa.Connection]:
+        began = time.perf_counter()
+        with super().write() as conn:
+            yield conn
+        self.write_ms.append((time.perf_counter() - began) * 1000)
+
+
+def run_flow(db: Database, name: str, *, runs: int, callers: int, workers: int) -> dict[str, float]:
+    """N runs started by concurrent callers; the clock stops when the last one settled."""
+    done = threading.Event()
+    settled = 0
+    lock = threading.Lock()
+
+    def on_settled(_: RunSettled) -> None:
+        nonlocal settled
+        with lock:
+            settled += 1
+            if settled == runs:
+                done.set()
+
+    owner = f"bench-{os.getpid()}-{os.urandom(2).hex()}"
+    runtime = Runtime(db, owner=owner, workers=workers, on_settled=on_settled)
+    runtime.start()
+    version = runtime.register_flow(name, FLOWS[name])
+    latencies: list[float] = []
+    tag = os.urandom(4).hex()
+
+    def caller(index: int) -> None:
+        mine: list[float] = []
+        for i in range(index, runs, callers):
+            request = StartRequest(flow=name, version=version, idempotency_key=f"{tag}:{i}")
+            began = time.perf_counter()
+            runtime.start_run(request)
+            mine.append((time.perf_counter() - began) * 1000)
+        with lock:
+            latencies.extend(mine)
+
+    threads = [threading.Thread(target=caller, args=(i,)) for i in range(callers)]
+    began = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    finished = done.wait(120)
+    elapsed = time.perf_counter() - began
+    runtime.close(timeout=30)
+    if not finished:
+        raise SystemExit(f"only {settled} of {runs} runs settled")
+    return {
+        "runs_per_s": runs / elapsed,
+        "p50": statistics.median(latencies),
+        "p99": percentile(latencies, 0.99),
+    }
+
+
+def batch_start(db: TimedDatabase, name: str) -> tuple[float, float]:
+    """One `start_runs` of 1000 requests on an otherwise idle database: call and transaction ms."""
+    runtime = Runtime(db, owner=f"bench-batch-{os.urandom(2).hex()}")
+    version = runtime.register_flow(name, FLOWS[name])
+    tag = os.urandom(4).hex()
+    batch = [
+        StartRequest(flow=name, version=version, idempotency_key=f"{tag}:batch:{i}")
+        for i in range(BATCH)
+    ]
+    db.write_ms.clear()
+    began = time.perf_counter()
+    runtime.start_runs(batch)
+    call_ms = (time.perf_counter() - began) * 1000
+    runtime.close()
+    return call_ms, max(db.write_ms)
+
+
+def bench_backend(label: str, url: str, args: argparse.Namespace) -> list[str]:
+    lines = []
+    for name in FLOWS:
+        db = TimedDatabase(url, pool_size=args.workers + 4)
+        result = run_flow(db, name, runs=args.runs, callers=args.callers, workers=args.workers)
+        call_ms, transaction_ms = batch_start(db, name)
+        db.dispose()
+        lines.append(
+            f"{label:<10} {name:<14} {result['runs_per_s']:>8.0f} {result['p50']:>9.2f}"
+            f" {result['p99']:>9.2f} {call_ms:>10.1f} {transaction_ms:>8.1f}"
+        )
+    db = TimedDatabase(url)
+    raw = raw_commits_per_s(db)
+    lines.append(f"{label:<10} {'raw commit':<14} {raw:>8.0f}   (single-row INSERT+COMMIT/s)")
+    db.dispose()
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=2000)
+    parser.add_argument("--callers", type=int, default=8)
+    parser.add_argument("--workers", type=int, default=16)
+    args = parser.parse_args()
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    backends: list[tuple[str, Callable[[], AbstractContextManager[str]]]] = [("sqlite", sqlite_url)]
+    pg_url = os.environ.get("TRIGGERS_TEST_PG_URL")
+    if pg_url:
+        backends.append(("postgres", lambda: temporary_postgres_database(pg_url)))
+    print(f"{args.runs} runs per flow, {args.callers} concurrent callers, {args.workers} workers")
+    head = ("backend", "flow", "runs/s", "start p50", "start p99", "1000-batch", "its txn")
+    print(
+        f"{head[0]:<10} {head[1]:<14} {head[2]:>8} {head[3]:>9} {head[4]:>9}"
+        f" {head[5]:>10} {head[6]:>8}"
+    )
+    print(f"{'':<10} {'':<14} {'':>8} {'(ms)':>9} {'(ms)':>9} {'call (ms)':>10} {'(ms)':>8}")
+    for label, make in backends:
+        with make() as url:
+            for line in bench_backend(label, url, args):
+                print(line)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,141 @@
+"""Group commit: one thread owns the runtime's hot writes and batches them.
+
+Workers of many runs queue their appends (and callers their start batches); the
+committer drains whatever is queued into ONE write transaction, commits once, and
+resolves every waiter. While a transaction commits, the next batch accumulates, so
+the commit rate adapts to the load with no timer and no added latency when idle.
+
+Each append is fenced on its own row, so a lost fence fails that append only. A
+transaction that raises (a driver error) is retried job by job, so one poisoned
+job cannot fail its neighbours.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Sequence
+from concurrent.futures import Future
+from typing import Any
+
+import structlog
+from sqlalchemy.engine import Connection
+
+from looms_runtime._rows import AppendJob, StartJob, driver_errors
+from looms_runtime._store_writes import append_many, insert_runs
+from looms_runtime.db import Database
+from looms_runtime.errors import RuntimeClosedError, StoreUnavailableError
+
+log = structlog.get_logger()
+
+MAX_APPENDS_PER_TRANSACTION = 512
+MAX_STARTS_PER_TRANSACTION = 2000
+
+_Item = tuple[AppendJob | StartJob, "Future[Any]"]
+
+
+class Committer:
+    """The runtime's writer thread (see the module docstring)."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self._cond = threading.Condition()
+        self._queue: deque[_Item] = deque()
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="looms-committer", daemon=True)
+        self._thread.start()
+
+    def submit(self, job: AppendJob | StartJob) -> Future[Any]:
+        """Queue a job; the future gets its result once the transaction holding it commits.
+
+        Without a running committer thread (a runtime that was never started), the job
+        is committed on the caller's thread instead.
+        """
+        future: Future[Any] = Future()
+        with self._cond:
+            if self._stopping:
+                raise RuntimeClosedError("the runtime is closed")
+            if self._thread is not None:
+                self._queue.append((job, future))
+                self._cond.notify()
+                return future
+        self._commit([(job, future)])
+        return future
+
+    def stop(self, timeout_s: float) -> None:
+        """Commit what is queued, then end the thread."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue and not self._stopping:
+                    self._cond.wait()
+                if not self._queue:
+                    return
+                batch = self._take()
+            self._commit(batch)
+
+    def _take(self) -> list[_Item]:
+        batch: list[_Item] = []
+        appends = starts = 0
+        while self._queue:
+            job = self._queue[0][0]
+            if isinstance(job, AppendJob):
+                if appends >= MAX_APPENDS_PER_TRANSACTION:
+                    break
+                appends += 1
+            else:
+                if starts and starts + len(job.runs) > MAX_STARTS_PER_TRANSACTION:
+                    break
+                starts += len(job.runs)
+            batch.append(self._queue.popleft())
+        return batch
+
+    def _commit(self, batch: Sequence[_Item]) -> None:
+        try:
+            with driver_errors(), self._db.write() as conn:
+                results = _execute(conn, [job for job, _ in batch])
+        except StoreUnavailableError as exc:
+            # The database itself failed: every job would fail alone too, and retrying
+            # each would hold the writer for a connect timeout per job.
+            for _, future in batch:
+                future.set_exception(exc)
+            return
+        except Exception as exc:  # noqa: BLE001 - every waiter must be answered
+            if len(batch) > 1:
+                log.warning("group_commit_split", jobs=len(batch), error=repr(exc))
+                for item in batch:
+                    self._commit([item])
+                return
+            batch[0][1].set_exception(exc)
+            return
+        for (_, future), result in zip(batch, results, strict=True):
+            if isinstance(result, BaseException):
+                future.set_exception(result)
+            else:
+                future.set_result(result)
+
+
+def _execute(conn: Connection, jobs: Sequence[AppendJob | StartJob]) -> list[Any]:
+    """Run a batch inside one transaction; results come back in job order."""
+    results: list[Any] = [None] * len(jobs)
+    starts = [(i, job) for i, job in enumerate(jobs) if isinstance(job, StartJob)]
+    if starts:
+        found = iter(insert_runs(conn, [run for _, job in starts for run in job.runs]))
+        for i, job in starts:
+            results[i] = [next(found) for _ in job.runs]
+    appends = [(i, job) for i, job in enumerate(jobs) if isinstance(job, AppendJob)]
+    if appends:
+        for (i, _), outcome in zip(
+            appends, append_many(conn, [job for _, job in appends]), strict=True
+        ):
+            results[i] = outcome
+    return results

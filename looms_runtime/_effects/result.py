@@ -1,0 +1,25 @@
+"""What an effect attempt reports back to its run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EffectResult:
+    """The outcome of one attempt.
+
+    Attributes:
+        ok: the attempt succeeded.
+        output: JSON recorded with the outcome (exit code and output tails, a return value).
+        error: why the attempt failed; None when it succeeded.
+        cancelled: the attempt was stopped because its run is being cancelled.
+    """
+
+    effect_id: str
+    attempt: int
+    ok: bool
+    output: Any = None
+    error: str | None = None
+    cancelled: bool = False

@@ -1,0 +1,128 @@
+"""Cold loads: a run's working copy rebuilt from its header, snapshot and log."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import structlog
+
+from looms_runtime._definitions import FlowDef
+from looms_runtime._fold import FOLD_VERSION, RunState, fold_recorded, state_from_json, state_hash
+from looms_runtime._planner import InboxItem
+from looms_runtime._registry import FlowRegistry
+from looms_runtime._rows import AppendJob, LoadedRecord, RunHeader, driver_errors
+from looms_runtime._store_reads import load_header, load_run, pending_inbox, read_events
+from looms_runtime.db import Database
+from looms_runtime.errors import CorruptHistoryError, ReplayError
+from looms_runtime.schema import UNSETTLED
+
+log = structlog.get_logger()
+
+DEFAULT_GRACE_S = 10.0
+
+
+@dataclass(slots=True, kw_only=True)
+class LoadedRun:
+    """The working copy of a run this runtime owns; touched only by the run's worker."""
+
+    header: RunHeader
+    flow: FlowDef
+    state: RunState
+    snapshot_seq: int
+    inbox: list[InboxItem]
+    cancel_grace_s: float = DEFAULT_GRACE_S
+
+
+def load_owned_run(
+    db: Database, flows: FlowRegistry, run_id: str, *, owner: str
+) -> LoadedRun | None:
+    """The run's working copy, or None when it is missing, settled or owned by another.
+
+    Raises:
+        StoreUnavailableError: the read failed.
+        ReplayError: the log cannot be folded.
+        UnknownFlowError: the run's flow version is not stored.
+    """
+    with driver_errors(), db.read() as conn:
+        record = load_run(conn, run_id)
+    if record is None:
+        log.warning("run_missing")
+        return None
+    header = record.header
+    if header.status not in UNSETTLED:
+        return None
+    if header.lease_owner != owner:
+        log.info("run_not_owned", owner=header.lease_owner)
+        return None
+    flow = flows.get(header.flow, header.version)
+    state = restore(db, record)
+    grace = DEFAULT_GRACE_S
+    for item in record.inbox:
+        if item.kind == "cancel" and isinstance(item.payload, dict):
+            grace = float(item.payload.get("grace_s", grace))
+    return LoadedRun(
+        header=header,
+        flow=flow,
+        state=state,
+        snapshot_seq=record.snapshot.seq if record.snapshot else 0,
+        inbox=list(record.inbox),
+        cancel_grace_s=grace,
+    )
+
+
+def restore(db: Database, record: LoadedRecord) -> RunState:
+    """Fold snapshot + delta; a stale or corrupt snapshot falls back to the full log.
+
+    Raises:
+        ReplayError: the log itself cannot be folded.
+    """
+    header = record.header
+    initial = _usable_snapshot(record)
+    events = record.events
+    if initial is None and record.snapshot is not None:
+        with driver_errors(), db.read() as conn:
+            events = read_events(conn, header.run_id, from_seq=1, to_seq=header.last_seq)
+    state = fold_recorded(events, initial)
+    if state.seq != header.last_seq:
+        raise CorruptHistoryError(
+            "the log ends before the header's last_seq",
+            run_id=header.run_id,
+            last_seq=header.last_seq,
+            folded_seq=state.seq,
+        )
+    return state
+
+
+def _usable_snapshot(record: LoadedRecord) -> RunState | None:
+    snapshot = record.snapshot
+    if snapshot is None or snapshot.fold_version != FOLD_VERSION:
+        return None
+    try:
+        state = state_from_json(snapshot.state)
+    except ReplayError:
+        state = None
+    if state is None or state.seq != snapshot.seq or state_hash(state) != snapshot.state_hash:
+        log.warning("snapshot_ignored", seq=snapshot.seq)
+        return None
+    return state
+
+
+def reload_inbox(db: Database, run_id: str) -> list[InboxItem]:
+    with driver_errors(), db.read() as conn:
+        return pending_inbox(conn, run_id)
+
+
+def still_committed(db: Database, job: AppendJob, *, owner: str) -> bool:
+    """Whether `job` is in the log after all: the header moved exactly by it, under our lease.
+
+    Only the lease holder appends, so a header at the job's last sequence with our
+    owner and epoch can only be the job itself.
+    """
+    with driver_errors(), db.read() as conn:
+        header = load_header(conn, job.run_id)
+    return (
+        header is not None
+        and header.lease_owner == owner
+        and header.lease_epoch == job.lease_epoch
+        and header.last_seq == job.last_seq
+    )

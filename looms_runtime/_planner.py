@@ -1,0 +1,277 @@
+"""The next move of a run: a pure function of its state, its definition and the time.
+
+The runtime asks `plan` again after every decision it applies, until the answer is
+to wait. Decisions that only append events are buffered and committed together with
+the next one that must be durable before anything runs (a dispatch), so a one-step
+run costs three commits: start, dispatch, outcome plus settlement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeAlias
+
+from looms_runtime._definitions import (
+    EffectStep,
+    FlowDef,
+    PythonFlow,
+    SleepStep,
+    StepDef,
+    WaitSignalStep,
+)
+from looms_runtime._effects.result import EffectResult
+from looms_runtime._events import EventType, NewEvent, new_event
+from looms_runtime._fold import STUCK, EffectState, RunState, WaitState
+from looms_runtime.errors import CorruptHistoryError
+
+MAX_AMBIGUOUS_RERUNS = 3
+"""An idempotent step found in flight after this many crashes parks: a crash loop, not bad luck."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InboxItem:
+    """A durable external request not yet folded into the log (cancel, signal, retry)."""
+
+    key: str
+    kind: str
+    name: str | None = None
+    payload: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class Emit:
+    """Append these events (and mark these inbox keys consumed); nothing runs."""
+
+    events: tuple[NewEvent, ...]
+    consumed: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Dispatch:
+    """Commit `event` (effect_dispatched), then run the step's attempt."""
+
+    event: NewEvent
+    step: EffectStep
+    attempt: int
+    deadline_at: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Sleep:
+    """Nothing to do before `until` (epoch ms): a timer wakes the run."""
+
+    until: int
+
+
+@dataclass(frozen=True, slots=True)
+class Idle:
+    """Nothing to do until something external happens (an outcome, a signal, an operator)."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """The run has settled."""
+
+
+Decision: TypeAlias = Emit | Dispatch | Sleep | Idle | Finished
+
+
+def plan(
+    state: RunState,
+    flow: FlowDef,
+    *,
+    now_ms: int,
+    in_flight: Collection[str] = (),
+    inbox: Sequence[InboxItem] = (),
+) -> Decision:
+    """The run's next move.
+
+    Args:
+        in_flight: effects this process is running now; a dispatched effect not among
+            them was in flight when a previous owner stopped, so it is ambiguous.
+        inbox: pending external requests for the run.
+    """
+    if state.settled:
+        return Finished()
+    cancel = next((item for item in inbox if item.kind == "cancel"), None)
+    if cancel is not None:
+        if state.cancel_requested:
+            return Emit((), consumed=(cancel.key,))
+        return Emit((new_event(EventType.CANCEL_REQUESTED, reason=cancel.name),), (cancel.key,))
+    for effect in state.effects.values():
+        if effect.status == "dispatched" and effect.effect_id not in in_flight:
+            return Emit((_ambiguous(effect, now_ms),))
+    if state.cancel_requested:
+        if any(effect.status == "dispatched" for effect in state.effects.values()):
+            return Idle("cancelling")
+        return Emit((new_event(EventType.RUN_CANCELLED, reason=state.cancel_reason),))
+    retry = next((item for item in inbox if item.kind == "retry"), None)
+    if retry is not None:
+        return _operator_retry(state, retry, now_ms)
+    if state.status == "parked":
+        return Idle("parked")
+    if isinstance(flow, PythonFlow):
+        message = "python flows are not supported by this runtime version"
+        return Emit((new_event(EventType.RUN_FAILED, error=message),))
+    for effect in state.effects.values():
+        return _effect_move(effect, _step(flow.steps, effect.step_index), now_ms)
+    for wait in state.waits.values():
+        return _wait_move(wait, _step(flow.steps, wait.step_index), now_ms, inbox)
+    index = state.completed_steps
+    if index >= len(flow.steps):
+        return Emit((new_event(EventType.RUN_COMPLETED, result=state.result),))
+    return _start_step(flow.steps[index], index, now_ms)
+
+
+def _step(steps: Sequence[StepDef], index: int) -> StepDef:
+    if not 0 <= index < len(steps):
+        raise CorruptHistoryError(f"the log names step {index}, the flow has {len(steps)}")
+    return steps[index]
+
+
+def _ambiguous(effect: EffectState, now_ms: int) -> NewEvent:
+    timed_out = effect.deadline_at is not None and effect.deadline_at <= now_ms
+    return new_event(
+        EventType.EFFECT_AMBIGUOUS,
+        effect_id=effect.effect_id,
+        attempt=effect.attempt,
+        timed_out=timed_out,
+        reason="in flight when its owner stopped" + (", past its deadline" if timed_out else ""),
+    )
+
+
+def _operator_retry(state: RunState, item: InboxItem, now_ms: int) -> Decision:
+    effect = state.effects.get(item.name or "")
+    if effect is None or effect.status not in STUCK:
+        return Emit((), consumed=(item.key,))
+    event = new_event(EventType.EFFECT_RETRY_REQUESTED, effect_id=effect.effect_id, at=now_ms)
+    return Emit((event,), consumed=(item.key,))
+
+
+def _effect_move(effect: EffectState, step: StepDef, now_ms: int) -> Decision:
+    if not isinstance(step, EffectStep):
+        raise CorruptHistoryError(f"effect {effect.effect_id!r} names a {step.kind} step")
+    if effect.status == "dispatched":
+        return Idle("in_flight")
+    if effect.status in STUCK:
+        if step.idempotent and effect.ambiguities <= MAX_AMBIGUOUS_RERUNS:
+            return dispatch(step, effect.step_index, effect.attempt + 1, now_ms)
+        why = "not idempotent" if not step.idempotent else "in flight at too many crashes"
+        reason = f"step {step.id!r} attempt {effect.attempt} is {effect.status} ({why})"
+        return Emit((new_event(EventType.RUN_PARKED, effect_id=effect.effect_id, reason=reason),))
+    if effect.status == "retry_wait":
+        due = effect.next_attempt_at or 0
+        if due <= now_ms:
+            return dispatch(step, effect.step_index, effect.attempt + 1, now_ms)
+        return Sleep(due)
+    if effect.status == "cancelled":
+        return Emit((new_event(EventType.RUN_CANCELLED, reason=effect.last_error),))
+    attempts = f"{effect.failures} attempt{'s' if effect.failures != 1 else ''}"
+    error = f"step {step.id!r} failed after {attempts}: {effect.last_error}"
+    return Emit((new_event(EventType.RUN_FAILED, error=error),))
+
+
+def _wait_move(wait: WaitState, step: StepDef, now_ms: int, inbox: Sequence[InboxItem]) -> Decision:
+    if wait.kind == "signal":
+        for item in inbox:
+            if item.kind == "signal" and item.name == wait.signal:
+                event = new_event(
+                    EventType.WAIT_FINISHED,
+                    wait_id=wait.wait_id,
+                    reason="signal",
+                    key=item.key,
+                    payload=item.payload,
+                )
+                return Emit((event,), consumed=(item.key,))
+    if wait.until is None:
+        return Idle("waiting_signal")
+    if wait.until > now_ms:
+        return Sleep(wait.until)
+    if wait.kind == "sleep":
+        return Emit((new_event(EventType.WAIT_FINISHED, wait_id=wait.wait_id, reason="timer"),))
+    error = f"step {step.id!r} timed out waiting for signal {wait.signal!r}"
+    return Emit(
+        (
+            new_event(EventType.WAIT_FINISHED, wait_id=wait.wait_id, reason="timeout"),
+            new_event(EventType.RUN_FAILED, error=error),
+        )
+    )
+
+
+def _start_step(step: StepDef, index: int, now_ms: int) -> Decision:
+    if isinstance(step, SleepStep):
+        wake_at = now_ms + round(step.duration_s * 1000)
+        return Emit((_wait_started(step.id, index, "sleep", wake_at, None),))
+    if isinstance(step, WaitSignalStep):
+        until = None if step.timeout_s is None else now_ms + round(step.timeout_s * 1000)
+        return Emit((_wait_started(step.id, index, "signal", until, step.signal),))
+    return dispatch(step, index, 1, now_ms)
+
+
+def _wait_started(
+    wait_id: str, index: int, kind: str, until: int | None, signal: str | None
+) -> NewEvent:
+    return new_event(
+        EventType.WAIT_STARTED,
+        wait_id=wait_id,
+        step_index=index,
+        kind=kind,
+        until=until,
+        signal=signal,
+    )
+
+
+def dispatch(step: EffectStep, index: int, attempt: int, now_ms: int) -> Dispatch:
+    """The decision to run `attempt` of an effect step, with its deadline."""
+    deadline = None if step.timeout_s is None else now_ms + round(step.timeout_s * 1000)
+    event = new_event(
+        EventType.EFFECT_DISPATCHED,
+        effect_id=step.id,
+        step_index=index,
+        kind=step.kind,
+        attempt=attempt,
+        idempotent=step.idempotent,
+        dispatched_at=now_ms,
+        deadline_at=deadline,
+    )
+    return Dispatch(event=event, step=step, attempt=attempt, deadline_at=deadline)
+
+
+def outcome_events(
+    state: RunState, flow: FlowDef, result: EffectResult, *, now_ms: int
+) -> tuple[NewEvent, ...]:
+    """The events recording an attempt's result; empty for a stale result."""
+    effect = state.effects.get(result.effect_id)
+    if effect is None or effect.attempt != result.attempt or effect.status != "dispatched":
+        return ()
+    ids = {"effect_id": effect.effect_id, "attempt": effect.attempt}
+    if result.ok:
+        return (new_event(EventType.EFFECT_SUCCEEDED, **ids, output=result.output),)
+    if result.cancelled or state.cancel_requested:
+        event = new_event(
+            EventType.EFFECT_CANCELLED, **ids, error=result.error, output=result.output
+        )
+        return (event,)
+    next_at = None
+    step = None if isinstance(flow, PythonFlow) else _step(flow.steps, effect.step_index)
+    if isinstance(step, EffectStep) and step.retry and effect.failures + 1 < step.max_attempts:
+        next_at = now_ms + step.retry.delay_ms(effect.failures + 1)
+    event = new_event(
+        EventType.EFFECT_FAILED,
+        **ids,
+        error=result.error,
+        output=result.output,
+        next_attempt_at=next_at,
+    )
+    return (event,)
+
+
+def next_wake_at(state: RunState) -> int | None:
+    """The earliest time the run has something to do by itself (a retry, a timer)."""
+    times = [e.next_attempt_at for e in state.effects.values() if e.status == "retry_wait"]
+    times += [w.until for w in state.waits.values()]
+    due = [t for t in times if t is not None]
+    return min(due) if due and not state.settled else None

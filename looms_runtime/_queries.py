@@ -1,0 +1,182 @@
+"""The runtime's read-only API: statuses, inspection, listings and the event log."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from looms_runtime._clock import from_ms
+from looms_runtime._fold import TERMINAL, RunState, fold_recorded, state_to_json
+from looms_runtime._loading import restore
+from looms_runtime._rows import RunHeader, driver_errors
+from looms_runtime._store_reads import list_runs, load_run, read_events, statuses
+from looms_runtime.db import Database
+from looms_runtime.errors import InvalidRequestError, RunNotFoundError
+from looms_runtime.records import (
+    EffectInfo,
+    Event,
+    PublicStatus,
+    RunInfo,
+    RunStatusInfo,
+    RunSummary,
+)
+from looms_runtime.schema import UNSETTLED
+
+_FILTERS: dict[str, tuple[str, ...]] = {
+    "active": UNSETTLED,
+    "parked": ("parked",),
+    "completed": ("completed",),
+    "failed": ("failed",),
+    "cancelled": ("cancelled",),
+}
+
+
+def public_status(status: str) -> PublicStatus:
+    """The five-valued status callers see: anything not settled is `active`."""
+    if status in TERMINAL:
+        return status  # type: ignore[return-value]  # a member of TERMINAL
+    return "active"
+
+
+def _opt_time(epoch_ms: int | None) -> Any:
+    return None if epoch_ms is None else from_ms(epoch_ms)
+
+
+def read_statuses(db: Database, run_ids: Sequence[str]) -> dict[str, RunStatusInfo]:
+    with driver_errors(), db.read() as conn:
+        rows = statuses(conn, list(dict.fromkeys(run_ids)))
+    found: dict[str, RunStatusInfo] = {}
+    for run_id in run_ids:
+        row = rows.get(run_id)
+        if row is None:
+            found[run_id] = RunStatusInfo(run_id=run_id, status="missing")
+            continue
+        settled = row.status in TERMINAL
+        found[run_id] = RunStatusInfo(
+            run_id=run_id,
+            status=public_status(row.status),
+            error=row.error,
+            settled_at=_opt_time(row.settled_at) if settled else None,
+        )
+    return found
+
+
+def inspect(db: Database, run_id: str) -> RunInfo:
+    """The run's header and outstanding effects, folded from its snapshot and log.
+
+    Raises:
+        RunNotFoundError: no run has that id.
+    """
+    with driver_errors(), db.read() as conn:
+        record = load_run(conn, run_id)
+    if record is None:
+        raise RunNotFoundError(f"no run {run_id!r}", run_id=run_id)
+    state = restore(db, record)
+    header = record.header
+    return RunInfo(
+        run_id=header.run_id,
+        flow=header.flow,
+        version=header.version,
+        status=public_status(header.status),
+        state=header.status,
+        idempotency_key=header.idempotency_key,
+        input=header.input,
+        attributes=header.attributes,
+        owner=header.lease_owner,
+        last_seq=header.last_seq,
+        completed_steps=state.completed_steps,
+        created_at=from_ms(header.created_at),
+        updated_at=from_ms(header.updated_at),
+        settled_at=_opt_time(header.settled_at),
+        next_wake_at=_opt_time(header.next_wake_at),
+        error=header.error,
+        result=header.result,
+        cancel_requested=state.cancel_requested
+        or any(item.kind == "cancel" for item in record.inbox),
+        park_reason=state.park_reason,
+        effects=_effects(state),
+    )
+
+
+def _effects(state: RunState) -> tuple[EffectInfo, ...]:
+    return tuple(
+        EffectInfo(
+            effect_id=effect.effect_id,
+            step_id=effect.effect_id,
+            kind=effect.kind,
+            attempt=effect.attempt,
+            status=effect.status,
+            idempotent=effect.idempotent,
+            dispatched_at=_opt_time(effect.dispatched_at),
+            deadline=_opt_time(effect.deadline_at),
+            next_attempt_at=_opt_time(effect.next_attempt_at),
+            last_error=effect.last_error,
+        )
+        for effect in state.effects.values()
+    )
+
+
+def summaries(db: Database, *, status: str | None, limit: int) -> list[RunSummary]:
+    """The newest runs first, optionally of one status (`active` includes `parked`).
+
+    Raises:
+        InvalidRequestError: an unknown status or a limit below 1.
+    """
+    if status is not None and status not in _FILTERS:
+        raise InvalidRequestError(f"unknown status {status!r}", allowed=sorted(_FILTERS))
+    if limit < 1:
+        raise InvalidRequestError("limit must be >= 1", limit=limit)
+    with driver_errors(), db.read() as conn:
+        headers = list_runs(conn, statuses_in=_FILTERS[status] if status else None, limit=limit)
+    return [_summary(header) for header in headers]
+
+
+def _summary(header: RunHeader) -> RunSummary:
+    return RunSummary(
+        run_id=header.run_id,
+        flow=header.flow,
+        version=header.version,
+        status=public_status(header.status),
+        state=header.status,
+        idempotency_key=header.idempotency_key,
+        attributes=header.attributes,
+        created_at=from_ms(header.created_at),
+        settled_at=_opt_time(header.settled_at),
+        error=header.error,
+    )
+
+
+def events_of(db: Database, run_id: str, *, from_seq: int, limit: int | None) -> list[Event]:
+    """A run's events from `from_seq` on.
+
+    Raises:
+        RunNotFoundError: no run has that id.
+    """
+    with driver_errors(), db.read() as conn:
+        recorded = read_events(conn, run_id, from_seq=max(1, from_seq), limit=limit)
+        if not recorded and not statuses(conn, [run_id]):
+            raise RunNotFoundError(f"no run {run_id!r}", run_id=run_id)
+    return [
+        Event(
+            run_id=run_id,
+            seq=event.seq,
+            type=event.type,
+            version=event.version,
+            payload=event.payload,
+            created_at=from_ms(event.created_at),
+        )
+        for event in recorded
+    ]
+
+
+def state_at(db: Database, run_id: str, seq: int) -> dict[str, Any]:
+    """The run's folded state right after event `seq`, as JSON.
+
+    Raises:
+        RunNotFoundError: no run has that id.
+    """
+    with driver_errors(), db.read() as conn:
+        recorded = read_events(conn, run_id, from_seq=1, to_seq=seq)
+        if not recorded and not statuses(conn, [run_id]):
+            raise RunNotFoundError(f"no run {run_id!r}", run_id=run_id)
+    return state_to_json(fold_recorded(recorded))

@@ -1,0 +1,82 @@
+"""Flow definitions by name and version: stored once, parsed once, immutable after."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from looms_runtime._canonical import definition_version, json_copy
+from looms_runtime._definitions import FlowDef, parse_flow
+from looms_runtime._rows import driver_errors
+from looms_runtime._store_reads import load_flow
+from looms_runtime._store_writes import insert_flow
+from looms_runtime.db import Database
+from looms_runtime.errors import UnknownFlowError
+
+
+class FlowRegistry:
+    """A read-through cache over `looms_flows`; a version's definition never changes."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self._lock = threading.Lock()
+        self._flows: dict[tuple[str, str], FlowDef] = {}
+
+    def register(self, name: str, definition: Mapping[str, Any], *, now_ms: int) -> str:
+        """Validate and store `definition` under its version; return the version.
+
+        Raises:
+            InvalidFlowError: the definition is invalid.
+        """
+        stored = json_copy(dict(definition))
+        parsed = parse_flow(stored)
+        version = definition_version(stored)
+        with self._lock:
+            if (name, version) in self._flows:
+                return version
+        with driver_errors(), self._db.write() as conn:
+            insert_flow(
+                conn,
+                conn.dialect.name,
+                name=name,
+                version=version,
+                kind=parsed.kind,
+                definition=stored,
+                now_ms=now_ms,
+            )
+        with self._lock:
+            self._flows[(name, version)] = parsed
+        return version
+
+    def get(self, name: str, version: str) -> FlowDef:
+        """The parsed definition of `name` at `version`.
+
+        Raises:
+            UnknownFlowError: no such flow version is stored.
+        """
+        with self._lock:
+            found = self._flows.get((name, version))
+        if found is not None:
+            return found
+        with driver_errors(), self._db.read() as conn:
+            stored = load_flow(conn, name, version)
+        if stored is None:
+            raise UnknownFlowError(
+                f"no flow {name!r} at version {version!r}", flow=name, version=version
+            )
+        parsed = parse_flow(stored)
+        with self._lock:
+            self._flows[(name, version)] = parsed
+        return parsed
+
+    def known(self, pairs: Iterable[tuple[str, str]]) -> set[tuple[str, str]]:
+        """The pairs that name a stored flow version (reading the store for uncached ones)."""
+        found: set[tuple[str, str]] = set()
+        for name, version in set(pairs):
+            try:
+                self.get(name, version)
+            except UnknownFlowError:
+                continue
+            found.add((name, version))
+        return found

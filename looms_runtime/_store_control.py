@@ -1,0 +1,143 @@
+"""Writes that steer runs from outside their log: requests, owner leases, claims.
+
+A request (cancel, signal, operator retry) is recorded in `looms_inbox` by whoever
+asks, in any process; only the run's owner folds it into the log. Leases make that
+owner unique: a heartbeat row per owner, and a fenced claim of an orphan's runs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from looms_runtime._canonical import digest
+from looms_runtime._planner import InboxItem
+from looms_runtime._rows import driver_errors
+from looms_runtime._store_writes import upsert_insert
+from looms_runtime.db import Database
+from looms_runtime.errors import SignalConflictError
+from looms_runtime.schema import UNSETTLED, inbox, owners, runs
+
+
+def insert_request(
+    conn: Connection,
+    dialect: str,
+    *,
+    run_id: str,
+    key: str,
+    kind: str,
+    name: str | None,
+    payload: Any,
+    request_hash: str,
+    now_ms: int,
+) -> str | None:
+    """Record an external request for a run (deduplicated by key); return the run's status.
+
+    Nothing is recorded for a missing (None) or settled run.
+
+    Raises:
+        SignalConflictError: the key was used before with another request.
+    """
+    status: str | None = conn.execute(
+        sa.select(runs.c.status).where(runs.c.run_id == run_id)
+    ).scalar_one_or_none()
+    if status is None or status not in UNSETTLED:
+        return status
+    stmt = upsert_insert(dialect, inbox).on_conflict_do_nothing(index_elements=["run_id", "key"])
+    row = {
+        "run_id": run_id,
+        "key": key,
+        "kind": kind,
+        "name": name,
+        "payload": payload,
+        "request_hash": request_hash,
+        "created_at": now_ms,
+    }
+    if conn.execute(stmt, row).rowcount == 0 and kind != "cancel":
+        earlier = conn.execute(
+            sa.select(inbox.c.request_hash).where(inbox.c.run_id == run_id, inbox.c.key == key)
+        ).scalar_one()
+        if earlier != request_hash:
+            raise SignalConflictError(
+                "the idempotency key was used with another request", run_id=run_id, key=key
+            )
+    return status
+
+
+def record_request(
+    db: Database, run_id: str, item: InboxItem, request_hash: str | None, *, now_ms: int
+) -> str | None:
+    """`insert_request` in a transaction of its own; the run's status, None if it is missing."""
+    with driver_errors(), db.write() as conn:
+        return insert_request(
+            conn,
+            conn.dialect.name,
+            run_id=run_id,
+            key=item.key,
+            kind=item.kind,
+            name=item.name,
+            payload=item.payload if item.payload is not None else {},
+            request_hash=request_hash or digest([item.kind, item.name, item.payload]),
+            now_ms=now_ms,
+        )
+
+
+def heartbeat(
+    conn: Connection,
+    dialect: str,
+    *,
+    owner: str,
+    host: str,
+    pid: int,
+    now_ms: int,
+    expires_at: int,
+    starting: bool,
+) -> None:
+    """Create or renew this owner's lease; runs of owners whose lease lapsed may be taken."""
+    values = {"host": host, "pid": pid, "heartbeat_at": now_ms, "expires_at": expires_at}
+    if starting:
+        values["started_at"] = now_ms
+    stmt = upsert_insert(dialect, owners).on_conflict_do_update(
+        index_elements=["owner"], set_=values
+    )
+    conn.execute(stmt, {"owner": owner, "started_at": now_ms, **values})
+
+
+def release_owner(conn: Connection, *, owner: str, now_ms: int) -> None:
+    """End this owner's lease now, so another owner may take its runs at once."""
+    conn.execute(sa.update(owners).where(owners.c.owner == owner).values(expires_at=now_ms))
+
+
+def claim_runs(
+    conn: Connection, *, owner: str, now_ms: int, include_own: bool
+) -> list[tuple[str, int]]:
+    """Take the unsettled runs of owners whose lease lapsed (and, at start, our own).
+
+    Bumping `lease_epoch` fences every append of a previous owner still running.
+    """
+    stmt = (
+        sa.update(runs)
+        .where(_claimable(owner=owner, now_ms=now_ms, include_own=include_own))
+        .values(lease_owner=owner, lease_epoch=runs.c.lease_epoch + 1)
+        .returning(runs.c.run_id, runs.c.lease_epoch)
+    )
+    return [(row.run_id, row.lease_epoch) for row in conn.execute(stmt)]
+
+
+def any_orphans(conn: Connection, *, owner: str, now_ms: int) -> bool:
+    """Whether some unsettled run has no live owner (a read: no write lock when there is none)."""
+    query = sa.select(runs.c.run_id).where(
+        _claimable(owner=owner, now_ms=now_ms, include_own=False)
+    )
+    return conn.execute(query.limit(1)).first() is not None
+
+
+def _claimable(*, owner: str, now_ms: int, include_own: bool) -> sa.ColumnElement[bool]:
+    alive = sa.select(owners.c.owner).where(owners.c.expires_at >= now_ms)
+    lapsed = sa.and_(runs.c.lease_owner != owner, runs.c.lease_owner.not_in(alive))
+    claimable = sa.or_(runs.c.lease_owner.is_(None), lapsed)
+    if include_own:
+        claimable = sa.or_(claimable, runs.c.lease_owner == owner)
+    return sa.and_(runs.c.status.in_(UNSETTLED), claimable)

@@ -1,0 +1,153 @@
+"""The values the runtime's public API takes and returns (frozen, keyword-only)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal, TypeAlias
+
+PublicStatus: TypeAlias = Literal["active", "completed", "failed", "cancelled", "missing"]
+"""A run's status as callers see it: `active` is anything not settled."""
+
+SettledStatus: TypeAlias = Literal["completed", "failed", "cancelled"]
+"""The statuses a run can end in."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StartRequest:
+    """One run to start.
+
+    Attributes:
+        flow: the registered flow's name.
+        version: the definition version `register_flow` returned; the run finishes on it.
+        input: the run's JSON input, handed to every step.
+        idempotency_key: the run's permanent identity; the same key returns the same run.
+        env: extra environment for command steps (part of the run's identity).
+        attributes: caller metadata stored with the run (not part of its identity).
+    """
+
+    flow: str
+    version: str
+    input: Any = None
+    idempotency_key: str
+    env: Mapping[str, str] | None = None
+    attributes: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunHandle:
+    """The run a start request resolved to; `created` is False for an existing run."""
+
+    run_id: str
+    created: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunStatusInfo:
+    """A run's public status, its error when it failed, and when it settled."""
+
+    run_id: str
+    status: PublicStatus
+    error: str | None = None
+    settled_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunSettled:
+    """Passed to `on_settled` once a run's final event is durable."""
+
+    run_id: str
+    status: SettledStatus
+    error: str | None
+    idempotency_key: str | None
+    attributes: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EffectInfo:
+    """An outstanding effect of a run (a step not yet completed).
+
+    `status` is one of `dispatched` (running, or its outcome not yet recorded),
+    `retry_wait`, `ambiguous` (in flight at a crash), `timed_out` (in flight at a
+    crash and past its deadline), `failed` or `cancelled`.
+    """
+
+    effect_id: str
+    step_id: str
+    kind: str
+    attempt: int
+    status: str
+    idempotent: bool
+    dispatched_at: datetime | None
+    deadline: datetime | None
+    next_attempt_at: datetime | None
+    last_error: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunSummary:
+    """One row of `list_runs`; `state` is the internal status (e.g. `parked`)."""
+
+    run_id: str
+    flow: str
+    version: str
+    status: PublicStatus
+    state: str
+    idempotency_key: str | None
+    attributes: Mapping[str, Any]
+    created_at: datetime
+    settled_at: datetime | None
+    error: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunInfo:
+    """A run's header and its outstanding effects, as `inspect_run` reads them."""
+
+    run_id: str
+    flow: str
+    version: str
+    status: PublicStatus
+    state: str
+    idempotency_key: str | None
+    input: Any
+    attributes: Mapping[str, Any]
+    owner: str | None
+    last_seq: int
+    completed_steps: int
+    created_at: datetime
+    updated_at: datetime
+    settled_at: datetime | None
+    next_wake_at: datetime | None
+    error: str | None
+    result: Any
+    cancel_requested: bool
+    park_reason: str | None
+    effects: tuple[EffectInfo, ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Event:
+    """One recorded event of a run's log."""
+
+    run_id: str
+    seq: int
+    type: str
+    version: int
+    payload: Mapping[str, Any]
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepContext:
+    """Passed to a Python step whose function takes a `context` keyword.
+
+    `idempotency_key` is stable across attempts of the step: hand it to external
+    systems so a re-run after a crash is recognised as the same request.
+    """
+
+    run_id: str
+    step_id: str
+    attempt: int
+    idempotency_key: str

@@ -1,0 +1,393 @@
+"""The embedded durable runtime: the public entry point of `looms_runtime`."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+import structlog
+
+from looms_runtime._actors import DRIVE, Actors, Op
+from looms_runtime._canonical import digest, json_copy
+from looms_runtime._clock import monotonic, to_ms, utc_now
+from looms_runtime._committer import Committer
+from looms_runtime._effects.launch import EffectRunner
+from looms_runtime._engine import Engine, EngineConfig
+from looms_runtime._maintenance import Maintenance
+from looms_runtime._planner import InboxItem
+from looms_runtime._queries import events_of, inspect, read_statuses, state_at, summaries
+from looms_runtime._registry import FlowRegistry
+from looms_runtime._rows import NewRun, StartJob, driver_errors
+from looms_runtime._settle import SettleWaiters
+from looms_runtime._starts import conflict, prepare, seeded, unknown_flow
+from looms_runtime._store_control import record_request
+from looms_runtime._store_reads import own_active_runs
+from looms_runtime._threads import ThreadPool
+from looms_runtime._timers import TimerQueue
+from looms_runtime.db import Database
+from looms_runtime.errors import (
+    EffectNotRetryableError,
+    LoomsError,
+    RunNotFoundError,
+    RunOverloadedError,
+    RuntimeClosedError,
+)
+from looms_runtime.records import (
+    Event,
+    RunHandle,
+    RunInfo,
+    RunSettled,
+    RunStatusInfo,
+    RunSummary,
+    StartRequest,
+)
+
+log = structlog.get_logger()
+
+
+class Runtime:
+    """Durable runs of registered flows, recorded as event logs in the database.
+
+    Args:
+        db: the database handle (shared with the host's own tables).
+        owner: this runtime's identity in run leases; unique among live processes.
+        env_prefix: prefix of the variables a command step gets (`{prefix}RUN_ID`, ...).
+        clock: source of every recorded instant (aware UTC); defaults to the system clock.
+        workers: threads that drive runs (effects run on threads of their own).
+        snapshot_every: events between snapshots of a run's folded state.
+        lease: how long this owner's runs stay its own without a heartbeat.
+        max_pending_operations: bound of each run's queue of external requests.
+        output_limit_bytes: bytes kept of each stream of a command's output (the tail).
+        on_settled: called once a run's final event is durable (a hint: `statuses` is the truth).
+    """
+
+    def __init__(
+        self,
+        db: Database,
+        *,
+        owner: str,
+        env_prefix: str = "LOOMS_",
+        clock: Callable[[], datetime] | None = None,
+        workers: int = 16,
+        snapshot_every: int = 200,
+        lease: timedelta = timedelta(seconds=30),
+        max_pending_operations: int = 256,
+        output_limit_bytes: int = 65536,
+        on_settled: Callable[[RunSettled], None] | None = None,
+    ) -> None:
+        if not owner:
+            raise ValueError("owner must be a non-empty string")
+        if workers < 1 or max_pending_operations < 1 or lease <= timedelta(0):
+            raise ValueError("workers, max_pending_operations and lease must be positive")
+        self._db = db
+        self._owner = owner
+        self._clock = clock or utc_now
+        self._flows = FlowRegistry(db)
+        self._committer = Committer(db)
+        self._actors = Actors(
+            ThreadPool("looms-worker", workers), max_pending=max_pending_operations
+        )
+        self._timers = TimerQueue(self._now_ms, self._wake)
+        self._runner = EffectRunner()
+        self._waiters = SettleWaiters()
+        self._state = "new"
+        self._engine = Engine(
+            db=db,
+            config=EngineConfig(
+                owner=owner,
+                env_prefix=env_prefix,
+                output_limit_bytes=output_limit_bytes,
+                snapshot_every=snapshot_every,
+            ),
+            clock_ms=self._now_ms,
+            committer=self._committer,
+            actors=self._actors,
+            timers=self._timers,
+            runner=self._runner,
+            flows=self._flows,
+            on_settled=on_settled,
+            settled_notify=self._waiters.notify,
+        )
+        self._actors.handler = self._engine.handle
+        self._maintenance = Maintenance(
+            db=db,
+            owner=owner,
+            clock_ms=self._now_ms,
+            lease_ms=int(lease / timedelta(milliseconds=1)),
+            drive=self._drive_many,
+        )
+
+    def _now_ms(self) -> int:
+        return to_ms(self._clock())
+
+    def _wake(self, run_id: str) -> None:
+        self._actors.submit(run_id, DRIVE)
+
+    def _drive_many(self, run_ids: list[str], refresh: bool) -> None:
+        op = Op("drive", refresh=True) if refresh else DRIVE
+        for run_id in run_ids:
+            self._actors.submit(run_id, op)
+
+    def _check_open(self) -> None:
+        if self._state == "closed":
+            raise RuntimeClosedError("the runtime is closed")
+
+    def start(self) -> None:
+        """Start the background threads and recover.
+
+        Our own unsettled runs and those of owners whose lease lapsed are claimed and
+        resumed: timers are re-armed, effects found in flight are marked ambiguous (and
+        re-run only when their step is idempotent), completed steps never run again.
+
+        Raises:
+            StoreUnavailableError: the database cannot be reached.
+        """
+        self._check_open()
+        if self._state == "started":
+            return
+        claimed = self._maintenance.claim_at_start()
+        self._committer.start()
+        self._timers.start()
+        self._maintenance.start()
+        self._state = "started"
+        log.info("runtime_started", owner=self._owner, recovered=len(claimed))
+        self._drive_many(claimed, False)
+
+    def close(self, *, timeout: float = 10.0) -> None:
+        """Stop taking work; never cancels a run (runs stay durable and resume on the next start).
+
+        Effects still running are given `timeout` seconds to report their outcome; one
+        that runs longer is found in flight (ambiguous) by the next start.
+        """
+        if self._state == "closed":
+            return
+        deadline = monotonic() + timeout
+
+        def remaining() -> float:
+            return max(0.0, deadline - monotonic())
+
+        started = self._state == "started"
+        self._state = "closed"
+        self._engine.closing = True
+        self._maintenance.stop(remaining())
+        while self._actors.busy_effects() and remaining() > 0:
+            self._waiters.pause(0.05)
+        self._timers.stop(remaining())
+        self._actors.shutdown(remaining())
+        self._runner.close(remaining())
+        self._committer.stop(remaining())
+        if started and self._actors.busy_effects() == 0:
+            # Handing the lease back lets another daemon resume our runs without waiting.
+            self._maintenance.release()
+        log.info("runtime_closed", owner=self._owner)
+
+    def register_flow(self, name: str, definition: Mapping[str, Any]) -> str:
+        """Store a flow definition under its version (idempotent) and return the version.
+
+        The version is the first 16 hex chars of the sha256 of the definition's
+        canonical JSON; a run finishes on the version it started with.
+
+        Raises:
+            InvalidFlowError: the definition is invalid (`details["problems"]` says why).
+        """
+        self._check_open()
+        return self._flows.register(name, definition, now_ms=self._now_ms())
+
+    def start_runs(self, requests: Sequence[StartRequest]) -> list[RunHandle | LoomsError]:
+        """Start a batch of runs in one transaction; return once the starts are durable.
+
+        Each request is idempotent by its key: an existing run with the same flow,
+        version, input and env is returned with `created=False`. Execution is
+        scheduled on the worker pool; this call does not wait for it.
+
+        Returns:
+            Per request, in order: its handle, or `StartConflictError` (the key names a
+            run with another identity), `UnknownFlowError` or `InvalidRequestError`.
+
+        Raises:
+            StoreUnavailableError: the batch could not be committed (none of it is).
+        """
+        self._check_open()
+        now = self._now_ms()
+        known = self._flows.known((r.flow, r.version) for r in requests)
+        results: list[RunHandle | LoomsError | None] = [None] * len(requests)
+        batch = []
+        for index, request in enumerate(requests):
+            try:
+                if (request.flow, request.version) not in known:
+                    raise unknown_flow(request)
+                batch.append((index, prepare(request, owner=self._owner, now_ms=now)))
+            except LoomsError as exc:
+                results[index] = exc
+        if batch:
+            found = self._committer.submit(StartJob(runs=[new for _, new in batch])).result()
+            for (index, new), existing in zip(batch, found, strict=True):
+                problem = conflict(new, existing)
+                results[index] = problem or RunHandle(
+                    run_id=existing.run_id, created=existing.created
+                )
+                if existing.created:
+                    self._started(new)
+        return [result for result in results if result is not None]
+
+    def _started(self, new: NewRun) -> None:
+        log.info(
+            "run_started",
+            run_id=new.run_id,
+            flow=new.flow,
+            version=new.version,
+            idempotency_key=new.idempotency_key,
+        )
+        if self._state == "started":
+            seed = seeded(new, self._flows.get(new.flow, new.version))
+            self._actors.submit(new.run_id, Op("drive", seed=seed))
+
+    def start_run(self, request: StartRequest) -> RunHandle:
+        """Start one run (see `start_runs`).
+
+        Raises:
+            StartConflictError: the key names a run with another flow, version, input or env.
+            UnknownFlowError: the flow version is not registered.
+        """
+        result = self.start_runs([request])[0]
+        if isinstance(result, LoomsError):
+            raise result
+        return result
+
+    def statuses(self, run_ids: Sequence[str]) -> dict[str, RunStatusInfo]:
+        """The public status of each run, in one query; unknown ids are `missing`."""
+        return read_statuses(self._db, run_ids)
+
+    def inspect_run(self, run_id: str) -> RunInfo:
+        """A run's header and its outstanding effects (attempt, status, deadline, last error).
+
+        Raises:
+            RunNotFoundError: no run has that id.
+        """
+        return inspect(self._db, run_id)
+
+    def list_runs(self, *, status: str | None = None, limit: int = 100) -> list[RunSummary]:
+        """The newest runs first; `status` is a public status or `parked`."""
+        return summaries(self._db, status=status, limit=limit)
+
+    def get_events(
+        self, run_id: str, *, from_seq: int = 1, limit: int | None = None
+    ) -> list[Event]:
+        """A run's recorded events from `from_seq` on.
+
+        Raises:
+            RunNotFoundError: no run has that id.
+        """
+        return events_of(self._db, run_id, from_seq=from_seq, limit=limit)
+
+    def replay_to(self, run_id: str, seq: int) -> dict[str, Any]:
+        """The run's folded state right after event `seq` (to debug a history).
+
+        Raises:
+            RunNotFoundError: no run has that id.
+        """
+        return state_at(self._db, run_id, seq)
+
+    def cancel(
+        self,
+        run_id: str,
+        *,
+        reason: str | None = None,
+        grace: timedelta = timedelta(seconds=10),
+    ) -> RunStatusInfo:
+        """Request a graceful cancel; return once the request is durable.
+
+        A running command gets SIGTERM, then SIGKILL after `grace`; the run then
+        settles `cancelled`. Cancelling a settled run changes nothing.
+
+        Raises:
+            RunNotFoundError: no run has that id.
+        """
+        self._check_open()
+        payload = {"grace_s": grace.total_seconds()}
+        item = InboxItem(key="cancel", kind="cancel", name=reason, payload=payload)
+        settled = self._request(run_id, item)
+        if settled is not None:
+            return settled
+        token = self._actors.in_flight(run_id)
+        if token is not None:
+            token.cancel(grace.total_seconds())
+        log.info("cancel_recorded", run_id=run_id, reason=reason)
+        return RunStatusInfo(run_id=run_id, status="active")
+
+    def signal(
+        self, run_id: str, name: str, payload: Any = None, *, idempotency_key: str | None = None
+    ) -> RunStatusInfo:
+        """Deliver a named signal (deduplicated by key) to a run's `wait_signal` step.
+
+        A signal that arrives before the step waits is kept until it does.
+
+        Raises:
+            RunNotFoundError: no run has that id.
+            SignalConflictError: the key was used with another name or payload.
+            RunOverloadedError: the run's request queue is full.
+        """
+        self._check_open()
+        body = {"name": name, "payload": json_copy(payload)}
+        key = f"signal:{idempotency_key or os.urandom(16).hex()}"
+        item = InboxItem(key=key, kind="signal", name=name, payload=body["payload"])
+        return self._request(run_id, item, request_hash=digest(body)) or RunStatusInfo(
+            run_id=run_id, status="active"
+        )
+
+    def retry_effect(self, run_id: str, effect_id: str) -> RunStatusInfo:
+        """Re-dispatch an effect left `ambiguous` or `timed_out` (an operator's decision).
+
+        Raises:
+            RunNotFoundError: no run has that id.
+            EffectNotRetryableError: the effect is not outstanding in one of those states.
+        """
+        self._check_open()
+        info = self.inspect_run(run_id)
+        effect = next((e for e in info.effects if e.effect_id == effect_id), None)
+        if effect is None or effect.status not in {"ambiguous", "timed_out"}:
+            raise EffectNotRetryableError(
+                f"effect {effect_id!r} of run {run_id} is not ambiguous or timed out",
+                run_id=run_id,
+                effect_id=effect_id,
+                status=effect.status if effect else None,
+            )
+        item = InboxItem(key=f"retry:{effect_id}:{effect.attempt}", kind="retry", name=effect_id)
+        return self._request(run_id, item) or RunStatusInfo(run_id=run_id, status="active")
+
+    def _request(
+        self, run_id: str, item: InboxItem, *, request_hash: str | None = None
+    ) -> RunStatusInfo | None:
+        """Record a request durably and hand it to the run; the status if the run is settled."""
+        if self._state == "started" and item.kind != "cancel":
+            self._actors.check_capacity(run_id)
+        status = record_request(self._db, run_id, item, request_hash, now_ms=self._now_ms())
+        if status is None:
+            raise RunNotFoundError(f"no run {run_id!r}", run_id=run_id)
+        if status not in {"active", "parked"}:
+            return read_statuses(self._db, [run_id])[run_id]
+        if self._state == "started":
+            try:
+                self._actors.submit(run_id, Op("drive", requests=(item,)), external=True)
+            except RunOverloadedError:
+                log.warning("request_deferred_to_poll", run_id=run_id, kind=item.kind)
+        return None
+
+    def rescan_timers(self) -> int:
+        """Drive every unsettled run this runtime owns again (re-reading the clock).
+
+        Returns:
+            How many runs were driven.
+        """
+        self._check_open()
+        with driver_errors(), self._db.read() as conn:
+            run_ids = own_active_runs(conn, owner=self._owner)
+        self._drive_many(run_ids, True)
+        self._timers.poke()
+        return len(run_ids)
+
+    def wait_settled(self, run_id: str, timeout: float) -> RunStatusInfo:
+        """Wait up to `timeout` seconds for the run to settle; return its status either way."""
+        return self._waiters.wait(run_id, timeout, lambda rid: self.statuses([rid])[rid])

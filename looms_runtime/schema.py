@@ -1,0 +1,148 @@
+"""The runtime's tables (SQLAlchemy Core), the source the Alembic migrations follow.
+
+Every instant is a BIGINT of epoch milliseconds; run ids are UUIDv7, so the primary
+key already lists runs newest first. The event log is the source of truth;
+`looms_runs` is its header, updated in the same transaction as every append
+(`last_seq` is the append fence), and `looms_snapshots` caches folded state.
+`looms_inbox` holds external requests (cancel, signal, retry) until the run's owner
+folds them into the log; its key deduplicates them even after the log is trimmed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import JSONB
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_N_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+metadata = sa.MetaData(naming_convention=NAMING_CONVENTION)
+
+Json: Any = sa.JSON().with_variant(JSONB(), "postgresql")
+
+RUN_STATUSES = ("active", "parked", "completed", "failed", "cancelled")
+UNSETTLED = ("active", "parked")
+
+flows = sa.Table(
+    "looms_flows",
+    metadata,
+    sa.Column("name", sa.String, nullable=False),
+    sa.Column("version", sa.String, nullable=False),
+    sa.Column("kind", sa.String, nullable=False),
+    sa.Column("definition", Json, nullable=False),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+    sa.PrimaryKeyConstraint("name", "version"),
+)
+
+runs = sa.Table(
+    "looms_runs",
+    metadata,
+    sa.Column("run_id", sa.String, nullable=False),
+    sa.Column("flow", sa.String, nullable=False),
+    sa.Column("version", sa.String, nullable=False),
+    sa.Column("idempotency_key", sa.String, nullable=False),
+    sa.Column("identity_hash", sa.String, nullable=False),
+    sa.Column("status", sa.String, nullable=False),
+    sa.Column("input", Json, nullable=False),
+    sa.Column("env", Json, nullable=False),
+    sa.Column("attributes", Json, nullable=False),
+    sa.Column("result", Json, nullable=True),
+    sa.Column("error", sa.Text, nullable=True),
+    sa.Column("last_seq", sa.BigInteger, nullable=False),
+    sa.Column("snapshot_seq", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("lease_owner", sa.String, nullable=True),
+    sa.Column("lease_epoch", sa.BigInteger, nullable=False),
+    sa.Column("next_wake_at", sa.BigInteger, nullable=True),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+    sa.Column("updated_at", sa.BigInteger, nullable=False),
+    sa.Column("settled_at", sa.BigInteger, nullable=True),
+    sa.PrimaryKeyConstraint("run_id"),
+    sa.UniqueConstraint("idempotency_key"),
+    sa.ForeignKeyConstraint(["flow", "version"], ["looms_flows.name", "looms_flows.version"]),
+    sa.CheckConstraint(
+        "status IN ('active', 'parked', 'completed', 'failed', 'cancelled')", name="status"
+    ),
+)
+_unsettled = runs.c.status.in_(UNSETTLED)
+sa.Index("ix_looms_runs_status_created_at", runs.c.status, runs.c.created_at)
+sa.Index(
+    "ix_looms_runs_lease_owner_unsettled",
+    runs.c.lease_owner,
+    sqlite_where=_unsettled,
+    postgresql_where=_unsettled,
+)
+_waking = sa.and_(runs.c.status == "active", runs.c.next_wake_at.is_not(None))
+sa.Index(
+    "ix_looms_runs_next_wake_at_active",
+    runs.c.next_wake_at,
+    sqlite_where=_waking,
+    postgresql_where=_waking,
+)
+
+events = sa.Table(
+    "looms_events",
+    metadata,
+    sa.Column("run_id", sa.String, nullable=False),
+    sa.Column("seq", sa.BigInteger, nullable=False),
+    sa.Column("type", sa.String, nullable=False),
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("payload", Json, nullable=False),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+    sa.PrimaryKeyConstraint("run_id", "seq"),
+    sa.ForeignKeyConstraint(["run_id"], ["looms_runs.run_id"], ondelete="CASCADE"),
+)
+
+snapshots = sa.Table(
+    "looms_snapshots",
+    metadata,
+    sa.Column("run_id", sa.String, nullable=False),
+    sa.Column("seq", sa.BigInteger, nullable=False),
+    sa.Column("state", Json, nullable=False),
+    sa.Column("state_hash", sa.String, nullable=False),
+    sa.Column("fold_version", sa.String, nullable=False),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+    sa.PrimaryKeyConstraint("run_id", "seq"),
+    sa.ForeignKeyConstraint(["run_id"], ["looms_runs.run_id"], ondelete="CASCADE"),
+)
+
+inbox = sa.Table(
+    "looms_inbox",
+    metadata,
+    sa.Column("run_id", sa.String, nullable=False),
+    sa.Column("key", sa.String, nullable=False),
+    sa.Column("kind", sa.String, nullable=False),
+    sa.Column("name", sa.String, nullable=True),
+    sa.Column("payload", Json, nullable=False),
+    sa.Column("request_hash", sa.String, nullable=False),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+    sa.Column("consumed_seq", sa.BigInteger, nullable=True),
+    sa.PrimaryKeyConstraint("run_id", "key"),
+    sa.ForeignKeyConstraint(["run_id"], ["looms_runs.run_id"], ondelete="CASCADE"),
+    sa.CheckConstraint("kind IN ('cancel', 'signal', 'retry')", name="kind"),
+)
+_pending = inbox.c.consumed_seq.is_(None)
+sa.Index(
+    "ix_looms_inbox_created_at_pending",
+    inbox.c.created_at,
+    sqlite_where=_pending,
+    postgresql_where=_pending,
+)
+
+owners = sa.Table(
+    "looms_owners",
+    metadata,
+    sa.Column("owner", sa.String, nullable=False),
+    sa.Column("host", sa.String, nullable=False),
+    sa.Column("pid", sa.Integer, nullable=False),
+    sa.Column("started_at", sa.BigInteger, nullable=False),
+    sa.Column("heartbeat_at", sa.BigInteger, nullable=False),
+    sa.Column("expires_at", sa.BigInteger, nullable=False),
+    sa.PrimaryKeyConstraint("owner"),
+)
