@@ -19,12 +19,15 @@ import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
 from looms_runtime.db import Database
+from triggers.store.schema import metadata as store_metadata
 
 PG_URL = os.environ.get("TRIGGERS_TEST_PG_URL")
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 
+# The test server's URL stays: xdist workers inherit this environment, and settings
+# ignore a name they do not declare.
 for _name in list(os.environ):
-    if _name.startswith("TRIGGERS_"):
+    if _name.startswith("TRIGGERS_") and _name != "TRIGGERS_TEST_PG_URL":
         del os.environ[_name]
 
 
@@ -119,6 +122,34 @@ def postgres_url(pg_admin: sa.Engine, pg_template: str) -> Iterator[str]:
 def database_url(request: pytest.FixtureRequest) -> str:
     """A migrated, empty database of each engine."""
     return str(request.getfixturevalue(f"{request.param}_url"))
+
+
+@pytest.fixture(scope="module")
+def shared_postgres_url(pg_admin: sa.Engine, pg_template: str) -> Iterator[str]:
+    url = create_pg_database(pg_admin, template=pg_template)
+    yield url
+    drop_pg_database(pg_admin, url)
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def reused_database(request: pytest.FixtureRequest) -> Iterator[Database]:
+    """An empty, migrated trigger store of each engine, for tests that only touch its
+    tables: on PostgreSQL one database per module (and worker) is emptied before each
+    test, since creating a database costs more than most such tests."""
+    if request.param == "sqlite":
+        url = str(request.getfixturevalue("sqlite_url"))
+    else:
+        url = str(request.getfixturevalue("shared_postgres_url"))
+    # NORMAL: these tests are about decisions, not about surviving a power cut.
+    db = Database(url, sqlite_synchronous="NORMAL")
+    if request.param == "postgres":
+        names = ", ".join(table.name for table in store_metadata.sorted_tables)
+        with db.write() as conn:
+            conn.execute(sa.text(f"TRUNCATE {names} RESTART IDENTITY"))
+    yield db
+    leaked = db.checked_out()
+    db.dispose()
+    assert leaked == 0, f"{leaked} database connections were not returned to the pool"
 
 
 @pytest.fixture

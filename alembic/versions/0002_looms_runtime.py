@@ -1,4 +1,4 @@
-"""looms runtime
+"""Looms runtime: flows, runs, events, snapshots, the inbox and owner leases.
 
 Revision ID: 0002
 Revises: 0001
