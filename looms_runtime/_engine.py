@@ -44,7 +44,8 @@ from looms_runtime._planner import (
     plan,
 )
 from looms_runtime._registry import FlowRegistry
-from looms_runtime._rows import AppendJob, SnapshotRow
+from looms_runtime._rows import AppendJob, NewRun, SnapshotRow
+from looms_runtime._starts import seeded
 from looms_runtime._timers import TimerQueue
 from looms_runtime.db import Database
 from looms_runtime.errors import (
@@ -156,6 +157,9 @@ class Engine:
             self._flush_deferred(slot)
         if slot.run is None and isinstance(op.seed, LoadedRun):
             slot.run = op.seed
+        elif slot.run is None and isinstance(op.seed, NewRun):
+            # Seeded here, on a worker, so that `start_runs` returns right after its commit.
+            slot.run = seeded(op.seed, self._flows.get(op.seed.flow, op.seed.version))
         run = slot.run
         if run is None:
             run = load_owned_run(self._db, self._flows, slot.run_id, owner=self._config.owner)
@@ -330,7 +334,7 @@ class Engine:
             env_prefix=self._config.env_prefix,
             output_limit_bytes=self._config.output_limit_bytes,
         )
-        log.info(
+        log.debug(
             "effect_dispatched",
             effect_id=step.id,
             kind=step.kind,
@@ -350,7 +354,7 @@ class Engine:
         state = run.state
         header = run.header
         slot.run = None
-        log.info("run_settled", status=state.status, error=state.error, flow=header.flow)
+        log.debug("run_settled", status=state.status, error=state.error, flow=header.flow)
         self._settled_notify(header.run_id)
         if self._on_settled is None:
             return
@@ -373,7 +377,7 @@ class Engine:
 def _log_outcome(result: EffectResult) -> None:
     fields = {"effect_id": result.effect_id, "attempt": result.attempt}
     if result.ok:
-        log.info("effect_succeeded", **fields)
+        log.debug("effect_succeeded", **fields)
     else:
         log.info("effect_failed", error=result.error, cancelled=result.cancelled, **fields)
 

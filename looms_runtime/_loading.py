@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import structlog
@@ -11,9 +12,15 @@ from looms_runtime._fold import FOLD_VERSION, RunState, fold_recorded, state_fro
 from looms_runtime._planner import InboxItem
 from looms_runtime._registry import FlowRegistry
 from looms_runtime._rows import AppendJob, LoadedRecord, RunHeader, driver_errors
-from looms_runtime._store_reads import load_header, load_run, pending_inbox, read_events
+from looms_runtime._store_reads import (
+    load_header,
+    load_run,
+    load_runs,
+    pending_inbox,
+    read_events,
+)
 from looms_runtime.db import Database
-from looms_runtime.errors import CorruptHistoryError, ReplayError
+from looms_runtime.errors import CorruptHistoryError, LoomsError, ReplayError
 from looms_runtime.schema import UNSETTLED
 
 log = structlog.get_logger()
@@ -46,13 +53,45 @@ def load_owned_run(
     with driver_errors(), db.read() as conn:
         record = load_run(conn, run_id)
     if record is None:
-        log.warning("run_missing")
+        log.warning("run_not_found")
         return None
+    return _working_copy(db, flows, record, owner=owner)
+
+
+def load_owned_runs(
+    db: Database, flows: FlowRegistry, run_ids: Sequence[str], *, owner: str
+) -> tuple[list[LoadedRun], list[str]]:
+    """Working copies of many runs read together; the ids left to load one by one.
+
+    A run whose log cannot be folded here is left over too, so its own load reports
+    the failure where it is handled.
+
+    Raises:
+        StoreUnavailableError: the read failed.
+    """
+    with driver_errors(), db.read() as conn:
+        records = load_runs(conn, run_ids)
+    loaded: list[LoadedRun] = []
+    leftover = [run_id for run_id in run_ids if run_id not in records]
+    for run_id, record in records.items():
+        try:
+            run = _working_copy(db, flows, record, owner=owner)
+        except LoomsError:
+            leftover.append(run_id)
+            continue
+        if run is not None:
+            loaded.append(run)
+    return loaded, leftover
+
+
+def _working_copy(
+    db: Database, flows: FlowRegistry, record: LoadedRecord, *, owner: str
+) -> LoadedRun | None:
     header = record.header
     if header.status not in UNSETTLED:
         return None
     if header.lease_owner != owner:
-        log.info("run_not_owned", owner=header.lease_owner)
+        log.info("run_not_owned", run_id=header.run_id, owner=header.lease_owner)
         return None
     flow = flows.get(header.flow, header.version)
     state = restore(db, record)

@@ -2,9 +2,9 @@
 
 - Heartbeat: this owner's row in `looms_owners` is renewed every third of the lease;
   runs whose owner's lease lapsed are orphans any runtime may take.
-- Takeover: orphaned runs (no owner, or an owner whose lease lapsed) are looked for
-  on every tick by a read, and claimed (their lease epoch bumped, which fences any
-  zombie owner) and driven here.
+- Takeover: every half lease, orphaned runs (no owner, or an owner whose lease
+  lapsed) are looked for by a read, then claimed (their lease epoch bumped, which
+  fences any zombie owner) and driven here.
 - Requests: cancels and signals recorded by other processes (a CLI) are noticed by a
   cheap indexed poll, since only the owner of a run may append to it.
 """
@@ -52,6 +52,7 @@ class Maintenance:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._next_heartbeat = 0
+        self._next_takeover = 0
         self._polled_at = 0
         # A heartbeat must land well inside every lease, however short the lease is.
         self._period_s = min(REQUEST_POLL_S, lease_ms / 3000)
@@ -64,6 +65,7 @@ class Maintenance:
             claimed = claim_runs(conn, owner=self._owner, now_ms=now, include_own=True)
         self._polled_at = now
         self._next_heartbeat = now + self._lease_ms // 3
+        self._next_takeover = now + self._lease_ms // 2
         return [run_id for run_id, _ in claimed]
 
     def start(self) -> None:
@@ -99,10 +101,14 @@ class Maintenance:
         since = self._polled_at - REQUEST_POLL_OVERLAP_MS
         with driver_errors(), self._db.read() as conn:
             requested = runs_with_new_requests(conn, owner=self._owner, since_ms=since)
-            orphans = any_orphans(conn, owner=self._owner, now_ms=now)
         self._polled_at = now
         if requested:
             self._drive(requested, True)
+        if now < self._next_takeover:
+            return
+        self._next_takeover = now + self._lease_ms // 2
+        with driver_errors(), self._db.read() as conn:
+            orphans = any_orphans(conn, owner=self._owner, now_ms=now)
         if orphans:
             with driver_errors(), self._db.write() as conn:
                 taken = claim_runs(conn, owner=self._owner, now_ms=now, include_own=False)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -18,11 +19,12 @@ from looms_runtime._engine import Engine, EngineConfig
 from looms_runtime._maintenance import Maintenance
 from looms_runtime._planner import InboxItem
 from looms_runtime._queries import events_of, inspect, read_statuses, state_at, summaries
+from looms_runtime._recovery import resume
 from looms_runtime._registry import FlowRegistry
+from looms_runtime._requests import deliver_request
 from looms_runtime._rows import NewRun, StartJob, driver_errors
 from looms_runtime._settle import SettleWaiters
-from looms_runtime._starts import conflict, prepare, seeded, unknown_flow
-from looms_runtime._store_control import record_request
+from looms_runtime._starts import conflict, prepare, unknown_flow
 from looms_runtime._store_reads import own_active_runs
 from looms_runtime._threads import ThreadPool
 from looms_runtime._timers import TimerQueue
@@ -30,8 +32,6 @@ from looms_runtime.db import Database
 from looms_runtime.errors import (
     EffectNotRetryableError,
     LoomsError,
-    RunNotFoundError,
-    RunOverloadedError,
     RuntimeClosedError,
 )
 from looms_runtime.records import (
@@ -89,7 +89,7 @@ class Runtime:
         self._actors = Actors(
             ThreadPool("looms-worker", workers), max_pending=max_pending_operations
         )
-        self._timers = TimerQueue(self._now_ms, self._wake)
+        self._timers = TimerQueue(self._now_ms, lambda run_id: self._actors.submit(run_id, DRIVE))
         self._runner = EffectRunner()
         self._waiters = SettleWaiters()
         self._state = "new"
@@ -122,13 +122,23 @@ class Runtime:
     def _now_ms(self) -> int:
         return to_ms(self._clock())
 
-    def _wake(self, run_id: str) -> None:
-        self._actors.submit(run_id, DRIVE)
-
     def _drive_many(self, run_ids: list[str], refresh: bool) -> None:
-        op = Op("drive", refresh=True) if refresh else DRIVE
+        if not refresh:
+            self._resume(run_ids)
+            return
+        op = Op("drive", refresh=True)
         for run_id in run_ids:
             self._actors.submit(run_id, op)
+
+    def _resume(self, run_ids: list[str]) -> None:
+        resume(
+            self._db,
+            self._flows,
+            self._actors,
+            run_ids,
+            owner=self._owner,
+            running=lambda: self._state == "started",
+        )
 
     def _check_open(self) -> None:
         if self._state == "closed":
@@ -153,7 +163,10 @@ class Runtime:
         self._maintenance.start()
         self._state = "started"
         log.info("runtime_started", owner=self._owner, recovered=len(claimed))
-        self._drive_many(claimed, False)
+        if claimed:
+            threading.Thread(
+                target=self._resume, args=(claimed,), name="looms-resume", daemon=True
+            ).start()
 
     def close(self, *, timeout: float = 10.0) -> None:
         """Stop taking work; never cancels a run (runs stay durable and resume on the next start).
@@ -233,7 +246,7 @@ class Runtime:
         return [result for result in results if result is not None]
 
     def _started(self, new: NewRun) -> None:
-        log.info(
+        log.debug(
             "run_started",
             run_id=new.run_id,
             flow=new.flow,
@@ -241,8 +254,7 @@ class Runtime:
             idempotency_key=new.idempotency_key,
         )
         if self._state == "started":
-            seed = seeded(new, self._flows.get(new.flow, new.version))
-            self._actors.submit(new.run_id, Op("drive", seed=seed))
+            self._actors.submit(new.run_id, Op("drive", seed=new))
 
     def start_run(self, request: StartRequest) -> RunHandle:
         """Start one run (see `start_runs`).
@@ -360,20 +372,11 @@ class Runtime:
     def _request(
         self, run_id: str, item: InboxItem, *, request_hash: str | None = None
     ) -> RunStatusInfo | None:
-        """Record a request durably and hand it to the run; the status if the run is settled."""
-        if self._state == "started" and item.kind != "cancel":
-            self._actors.check_capacity(run_id)
-        status = record_request(self._db, run_id, item, request_hash, now_ms=self._now_ms())
-        if status is None:
-            raise RunNotFoundError(f"no run {run_id!r}", run_id=run_id)
-        if status not in {"active", "parked"}:
-            return read_statuses(self._db, [run_id])[run_id]
-        if self._state == "started":
-            try:
-                self._actors.submit(run_id, Op("drive", requests=(item,)), external=True)
-            except RunOverloadedError:
-                log.warning("request_deferred_to_poll", run_id=run_id, kind=item.kind)
-        return None
+        actors = self._actors if self._state == "started" else None
+        now_ms = self._now_ms()
+        return deliver_request(
+            self._db, actors, run_id, item, request_hash=request_hash, now_ms=now_ms
+        )
 
     def rescan_timers(self) -> int:
         """Drive every unsettled run this runtime owns again (re-reading the clock).
@@ -384,7 +387,7 @@ class Runtime:
         self._check_open()
         with driver_errors(), self._db.read() as conn:
             run_ids = own_active_runs(conn, owner=self._owner)
-        self._drive_many(run_ids, True)
+        self._resume(run_ids)
         self._timers.poke()
         return len(run_ids)
 
