@@ -455,6 +455,66 @@ def fire(
             )
 
 
+@app.command()
+def backfill(
+    trigger_id: Annotated[str, typer.Argument(metavar="ID")],
+    start: Annotated[str, typer.Option("--from", help="First instant of the range (inclusive).")],
+    end: Annotated[str, typer.Option("--to", help="Last instant of the range (inclusive).")],
+    max_count: Annotated[
+        int | None,
+        typer.Option("--max", min=1, help="Allow up to N occurrences (default cap: 1000)."),
+    ] = None,
+    overlap: Annotated[
+        str | None, typer.Option(help="Overlap policy for these occurrences (default buffer_all).")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Dispatch the occurrences of a past range, in order; the daemon launches them."""
+    with _errors(as_json), _store() as store:
+        settings = _settings()
+        now = _clock.now()
+        result = services.backfill(
+            store,
+            trigger_id,
+            start_at=parse_time(start, now=now),
+            end_at=parse_time(end, now=now),
+            now=now,
+            overlap=_overlap(overlap) if overlap else None,
+            max_count=max_count,
+            owner=f"cli:{settings.host}:{os.getpid()}",
+            host=settings.host,
+        )
+        items = [
+            {
+                "occurrence": iso(item.occurrence_at),
+                "idempotency_key": item.idempotency_key,
+                "status": item.status.value,
+                "reason": item.reason.value if item.reason else None,
+                "previous_outcome": item.previous.value if item.previous else None,
+            }
+            for item in result.items
+        ]
+        if as_json:
+            _emit(
+                {
+                    "trigger_id": result.trigger_id,
+                    "from": iso(result.start_at),
+                    "to": iso(result.end_at),
+                    "overlap": result.overlap.value,
+                    "occurrences": len(items),
+                    "counts": result.counts(),
+                    "items": items,
+                }
+            )
+            return
+        _table(
+            ["occurrence", "status", "reason", "was"],
+            [[i["occurrence"], i["status"], i["reason"], i["previous_outcome"]] for i in items],
+        )
+        counts = ", ".join(f"{n} {status}" for status, n in result.counts().items() if n)
+        sys.stdout.write(f"{trigger_id}: {len(items)} occurrences ({counts or 'none'})\n")
+
+
 def _overlap(text: str) -> Overlap:
     try:
         return Overlap(text)

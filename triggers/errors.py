@@ -17,7 +17,8 @@ Class tree (codes never renumbered or reused)::
     │   ├── RevisionMismatchError     TRG-302  exit 1   the declaration changed since it was read
     │   ├── StaleOwnerError           TRG-303  exit 1   a reservation expired or was taken over
     │   ├── CorruptRowError           TRG-304  exit 1   a stored row cannot be decoded
-    │   └── WatermarkMovedError       TRG-305  exit 1   another scheduler decided those occurrences
+    │   ├── WatermarkMovedError       TRG-305  exit 1   another scheduler decided those occurrences
+    │   └── LedgerChangedError        TRG-306  exit 1   ledger rows moved under a backfill
     ├── RunnerError                   TRG-400  exit 1
     │   ├── RunnerTimeoutError        TRG-401  exit 1   a runner call missed its deadline
     │   └── RunnerRefusedError        TRG-402  exit 1   the runtime refused a start for good
@@ -148,6 +149,12 @@ class WatermarkMovedError(StoreError):
     """The watermark moved since the caller planned: those occurrences are decided."""
 
     code = "TRG-305"
+
+
+class LedgerChangedError(StoreError):
+    """Ledger rows a backfill planned from changed before it claimed; plan again."""
+
+    code = "TRG-306"
 
 
 class RunnerError(TriggersError):

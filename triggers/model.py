@@ -84,6 +84,7 @@ class Action(enum.StrEnum):
     SKIP = "skip"
     BUFFER = "buffer"
     SUPERSEDE = "supersede"
+    SUPERSEDED = "superseded"  # a newer occurrence of the same batch replaces it before it starts
     DUPLICATE = "duplicate"  # already in the ledger: decided before, by us or another daemon
     IGNORED = "ignored"  # the trigger cannot take claims now (disabled, paused, retired, done)
 

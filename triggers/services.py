@@ -12,34 +12,53 @@ from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from triggers._backfill import (
+    BACKFILL_CAP,
+    BackfillResult,
+    backfill_items,
+    plan_backfill,
+)
+from triggers.clock import iso
 from triggers.declarations import Declarations
-from triggers.errors import ConfigError, InputError, UnknownTriggerError
+from triggers.errors import (
+    BackfillTooLargeError,
+    ConfigError,
+    InputError,
+    InvalidTimeError,
+    LedgerChangedError,
+    ScheduleError,
+    UnknownTriggerError,
+)
 from triggers.model import (
     Action,
-    Catchup,
-    CatchupPolicy,
     FireRecord,
-    Outcome,
     Overlap,
-    Reason,
     Trigger,
     TriggerSpec,
     describe_schedule,
 )
-from triggers.scheduler.occurrences import compile_schedule, plan_due
+from triggers.scheduler.occurrences import (
+    CompiledSchedule,
+    compile_schedule,
+    count_occurrences,
+)
+from triggers.scheduler.occurrences import (
+    next_occurrences as list_occurrences,
+)
+from triggers.scheduler.quiet import quiet_range, quiet_reason
 from triggers.store.protocol import (
     ApplyResult,
     Claim,
     ClaimRequest,
     HistoryQuery,
-    RangeRecord,
     TriggerStore,
 )
 
 RegisterFlow = Callable[[str, Mapping[str, Any]], str]
 """Stores a flow definition in the runtime; returns its version."""
 
-_FOREVER = timedelta(days=365 * 200)
+_ATTEMPTS = 3  # re-reads when another writer moved the rows a decision was planned from
+_TICK = timedelta(microseconds=1)
 
 
 def apply_declarations(
@@ -91,33 +110,35 @@ def list_triggers(store: TriggerStore, *, now: datetime) -> list[TriggerView]:
 
 
 def next_fire(trigger: Trigger, *, now: datetime) -> datetime | None:
-    """The next occurrence a claimable trigger will fire (None when paused, done, ...)."""
+    """The next occurrence a claimable trigger will fire (None when paused, done after
+    `end` or `max_runs`, or when its stored schedule no longer compiles)."""
     spec = trigger.spec
     if not trigger.claimable:
         return None
     if spec.max_runs is not None and trigger.runs_launched >= spec.max_runs:
         return None
-    schedule = compile_schedule(
+    try:
+        schedule = _compile(spec)
+    except ScheduleError:
+        return None
+    return schedule.next_after(max(now, trigger.watermark_at))
+
+
+def _compile(spec: TriggerSpec) -> CompiledSchedule:
+    return compile_schedule(
         spec.schedule,
         trigger_id=spec.id,
         timezone=spec.timezone,
         start_at=spec.start_at,
         end_at=spec.end_at,
     )
-    return schedule.next_after(max(now, trigger.watermark_at))
 
 
 def next_occurrences(
     spec: TriggerSpec, *, after: datetime, count: int
 ) -> list[tuple[datetime, datetime]]:
     """The next `count` occurrences after `after`, as (UTC, local in the trigger's zone)."""
-    schedule = compile_schedule(
-        spec.schedule,
-        trigger_id=spec.id,
-        timezone=spec.timezone,
-        start_at=spec.start_at,
-        end_at=spec.end_at,
-    )
+    schedule = _compile(spec)
     zone = ZoneInfo(spec.timezone)
     found: list[tuple[datetime, datetime]] = []
     cursor = after
@@ -189,46 +210,119 @@ def pause(store: TriggerStore, trigger_id: str, *, note: str | None, now: dateti
 def resume(store: TriggerStore, trigger_id: str, *, now: datetime) -> Trigger:
     """Resume claims. The paused period is recorded first as one `skipped` range (reason
     `paused`), so none of its occurrences launches on resume."""
-    for _attempt in range(3):
-        trigger = require_trigger(store, trigger_id)
-        if not trigger.paused:
-            return trigger
-        paused_range = _paused_range(trigger, now=now)
-        if paused_range is None:
-            break
-        [error] = store.record_ranges([paused_range], now=now)
-        if error is None:
-            break
+    trigger = require_trigger(store, trigger_id)
+    if not trigger.paused:
+        return trigger
+    _record_quiet(store, trigger, now=now)
     return store.set_paused(trigger_id, paused=False, note=None, now=now)
 
 
-def _paused_range(trigger: Trigger, *, now: datetime) -> RangeRecord | None:
-    spec = trigger.spec
-    schedule = compile_schedule(
-        spec.schedule,
-        trigger_id=spec.id,
-        timezone=spec.timezone,
-        start_at=spec.start_at,
-        end_at=spec.end_at,
-    )
-    plan = plan_due(
-        schedule,
-        watermark_at=trigger.watermark_at,
-        now=now,
-        catchup=Catchup(policy=CatchupPolicy.NONE, window=_FOREVER, grace=timedelta(0)),
-    )
-    if not plan.missed:
-        return None
-    return RangeRecord(
-        trigger_id=trigger.id,
-        expected_revision=trigger.revision,
-        after=trigger.watermark_at,
-        first_at=plan.missed[0].first_at,
-        last_at=plan.missed[-1].last_at,
-        count=sum(m.count for m in plan.missed),
-        outcome=Outcome.SKIPPED,
-        reason=Reason.PAUSED,
-    )
+def _record_quiet(store: TriggerStore, trigger: Trigger, *, now: datetime) -> Trigger:
+    """Record the occurrences a paused or disabled trigger let pass as a `skipped` range,
+    as the daemon does at every poll; returns the trigger as it is then."""
+    for _attempt in range(_ATTEMPTS):
+        reason = quiet_reason(trigger)
+        if reason is None:
+            return trigger
+        found = quiet_range(
+            trigger, _compile(trigger.spec), after=trigger.watermark_at, now=now, reason=reason
+        )
+        if found is None:
+            return trigger
+        [error] = store.record_ranges([found], now=now)
+        trigger = require_trigger(store, trigger.id)
+        if error is None:
+            return trigger
+    return trigger
+
+
+def backfill(
+    store: TriggerStore,
+    trigger_id: str,
+    *,
+    start_at: datetime,
+    end_at: datetime,
+    now: datetime,
+    overlap: Overlap | None = None,
+    max_count: int | None = None,
+    owner: str,
+    host: str,
+) -> BackfillResult:
+    """Dispatch the occurrences of a past range, `start_at` to `end_at`, both inclusive.
+
+    Each is claimed under its scheduled key (`{trigger_id}:{ISO UTC}`), in order,
+    with an already expired lease: the daemon launches them at its next pending
+    pass. Running the same backfill twice launches nothing new. An occurrence whose
+    ledger row launched (or is pending) is left alone (`already_decided`); one that
+    was `missed` or `skipped` is carved out of its row (a range row is split, so
+    every occurrence stays accounted for once) and claimed. Occurrences after the
+    trigger's watermark are the scheduler's (`undecided`). Bypasses pause and the
+    catch-up window; overlap is the trigger's policy as overridden by `overlap`
+    (default `buffer_all`: one after another, in order, never dropped).
+
+    Raises:
+        InvalidTimeError: `end_at` is before `start_at`, or in the future.
+        BackfillTooLargeError: more occurrences than `max_count` (default 1000).
+        UnknownTriggerError, InputError: no such trigger, or a retired one.
+    """
+    if end_at < start_at:
+        raise InvalidTimeError(
+            f"backfill range ends ({iso(end_at)}) before it starts ({iso(start_at)})"
+        )
+    if end_at > now:
+        raise InvalidTimeError(
+            f"backfill covers the past: --to {iso(end_at)} is after now ({iso(now)})"
+        )
+    cap = BACKFILL_CAP if max_count is None else max_count
+    policy = overlap or Overlap.BUFFER_ALL
+    for attempt in range(_ATTEMPTS):
+        trigger = require_trigger(store, trigger_id)
+        if trigger.retired:
+            raise InputError(f"trigger {trigger_id!r} is retired (no longer declared)")
+        trigger = _record_quiet(store, trigger, now=now)
+        schedule = _compile(trigger.spec)
+        count = count_occurrences(schedule, after=start_at - _TICK, until=end_at)
+        if count > cap:
+            raise BackfillTooLargeError(
+                f"backfill of {trigger_id!r} from {iso(start_at)} to {iso(end_at)} covers "
+                f"{count} occurrences, more than the cap of {cap}; pass --max {count} to allow it",
+                trigger_id=trigger_id,
+                count=count,
+                cap=cap,
+            )
+        occurrences = list_occurrences(schedule, after=start_at - _TICK, count=count)
+        rows = store.history(
+            HistoryQuery(
+                trigger_id=trigger_id,
+                since=start_at,
+                until=end_at,
+                limit=2 * count + 2,
+                include_manual=False,
+            )
+        )
+        plan = plan_backfill(trigger, schedule, occurrences, rows, overlap=policy)
+        try:
+            results = store.claim(
+                plan.requests,
+                splits=plan.splits,
+                owner=owner,
+                host=host,
+                now=now,
+                # Already expired: the daemon's next pending pass takes it.
+                lease=timedelta(0),
+            )
+        except LedgerChangedError:
+            if attempt == _ATTEMPTS - 1:
+                raise
+            continue
+        return BackfillResult(
+            trigger_id=trigger_id,
+            start_at=start_at,
+            end_at=end_at,
+            overlap=policy,
+            items=backfill_items(trigger, plan, results),
+        )
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def describe(trigger: Trigger) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import timedelta
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -13,6 +14,7 @@ from tests.factories import spec
 from triggers.clock import utc
 from triggers.errors import (
     CorruptRowError,
+    LedgerChangedError,
     RevisionMismatchError,
     StaleOwnerError,
     UnknownTriggerError,
@@ -25,7 +27,9 @@ from triggers.store.protocol import (
     Heartbeat,
     HistoryQuery,
     Launch,
+    RangePiece,
     RangeRecord,
+    RangeSplit,
     Settlement,
 )
 from triggers.store.schema import triggers as triggers_table
@@ -36,12 +40,18 @@ LEASE = timedelta(minutes=5)
 
 
 @pytest.fixture
+def database(reused_database: Database) -> Database:
+    """Every test here touches only the store's tables: an emptied database will do."""
+    return reused_database
+
+
+@pytest.fixture
 def store(database: Database) -> SqlTriggerStore:
     return SqlTriggerStore(database)
 
 
 def claim(
-    store: SqlTriggerStore, trigger_id: str, minute: int, *, revision: int = 1, **extra: object
+    store: SqlTriggerStore, trigger_id: str, minute: int, *, revision: int = 1, **extra: Any
 ) -> Claim:
     [result] = store.claim(
         [
@@ -51,7 +61,7 @@ def claim(
                 expected_revision=revision,
                 **extra,
             )
-        ],  # type: ignore[arg-type]
+        ],
         owner="a",
         host="h",
         now=T0 + timedelta(minutes=minute),
@@ -379,3 +389,439 @@ def test_corrupt_row_is_isolated_in_listing(store: SqlTriggerStore, database: Da
 def test_unknown_trigger_pause_is_an_input_error(store: SqlTriggerStore) -> None:
     with pytest.raises(UnknownTriggerError):
         store.set_paused("ghost", paused=True, note=None, now=T0)
+
+
+# -- supersede ------------------------------------------------------------------------------
+
+
+def batch(store: SqlTriggerStore, trigger_id: str, minutes: list[int], **extra: Any) -> list[Claim]:
+    """Claim several occurrences in one transaction, at the time of the last one."""
+    results = store.claim(
+        [
+            ClaimRequest(
+                trigger_id=trigger_id,
+                occurrence_at=T0 + timedelta(minutes=m),
+                expected_revision=1,
+                **extra,
+            )
+            for m in minutes
+        ],
+        owner="a",
+        host="h",
+        now=T0 + timedelta(minutes=minutes[-1]),
+        lease=LEASE,
+    )
+    assert all(isinstance(r, Claim) for r in results), results
+    return [r for r in results if isinstance(r, Claim)]
+
+
+def launch(store: SqlTriggerStore, fire: Claim, run_id: str) -> None:
+    [record] = store.record_launched([Launch(claim=fire, run_id=run_id)], now=fire.occurrence_at)
+    assert not isinstance(record, Exception), record
+
+
+def ledger(store: SqlTriggerStore, trigger_id: str = "a") -> list[tuple[int, Outcome, str | None]]:
+    """(minute, outcome, reason) per row, oldest first."""
+    rows = store.history(HistoryQuery(trigger_id=trigger_id, limit=1000))
+    return [
+        (
+            int((r.occurrence_at - T0).total_seconds() // 60),
+            r.outcome,
+            r.reason.value if r.reason else None,
+        )
+        for r in reversed(rows)
+    ]
+
+
+def counters(store: SqlTriggerStore, trigger_id: str = "a") -> tuple[int, int, int]:
+    trigger = store.get_trigger(trigger_id)
+    assert trigger is not None
+    return trigger.active_count, trigger.buffered_count, trigger.runs_launched
+
+
+def take(store: SqlTriggerStore, minute: int) -> list[Claim]:
+    return store.take_pending(owner="a", host="h", now=T0 + timedelta(minutes=minute), lease=LEASE)
+
+
+def test_supersede_claim_names_the_active_run(store: SqlTriggerStore) -> None:
+    store.apply([spec("a", overlap=Overlap.SUPERSEDE)], now=T0)
+    launch(store, claim(store, "a", 1), "run-1")
+    second = claim(store, "a", 2)
+    assert (second.action, second.supersedes_run_id) == (Action.SUPERSEDE, "run-1")
+    assert second.reservation
+    assert counters(store) == (2, 0, 2)  # the prior run stays active until it is settled
+
+
+def test_supersede_batch_launches_only_the_newest_when_nothing_runs(store: SqlTriggerStore) -> None:
+    store.apply([spec("a", overlap=Overlap.SUPERSEDE)], now=T0)
+    claims = batch(store, "a", [1, 2, 3])
+    assert [(c.action, c.reason) for c in claims] == [
+        (Action.SUPERSEDED, Reason.OVERLAP),
+        (Action.SUPERSEDED, Reason.OVERLAP),
+        (Action.FIRE, None),
+    ]
+    assert [c.reservation is not None for c in claims] == [False, False, True]
+    assert ledger(store) == [
+        (1, Outcome.SUPERSEDED, "overlap"),
+        (2, Outcome.SUPERSEDED, "overlap"),
+        (3, Outcome.LAUNCHING, None),
+    ]
+    assert counters(store) == (1, 0, 1)
+
+
+def test_supersede_batch_newest_supersedes_the_active_run(store: SqlTriggerStore) -> None:
+    store.apply([spec("a", overlap=Overlap.SUPERSEDE)], now=T0)
+    launch(store, claim(store, "a", 1), "run-1")
+    claims = batch(store, "a", [2, 3, 4])
+    assert [c.action for c in claims] == [Action.SUPERSEDED, Action.SUPERSEDED, Action.SUPERSEDE]
+    assert claims[-1].supersedes_run_id == "run-1"
+
+
+def test_supersede_behind_a_reservation_buffers_then_the_newest_supersedes(
+    store: SqlTriggerStore,
+) -> None:
+    store.apply([spec("a", overlap=Overlap.SUPERSEDE)], now=T0)
+    first = claim(store, "a", 1)  # a reservation: no run the runtime could cancel yet
+    assert claim(store, "a", 2).action is Action.BUFFER
+    assert claim(store, "a", 3).action is Action.BUFFER
+    assert take(store, 3) == []  # still no run id to supersede: the newest waits
+    assert ledger(store)[1:] == [
+        (2, Outcome.SUPERSEDED, "overlap"),
+        (3, Outcome.BUFFERED, "overlap"),
+    ]
+    assert counters(store) == (1, 1, 1)
+    launch(store, first, "run-1")
+    [replacement] = take(store, 4)
+    assert replacement.occurrence_at == T0 + timedelta(minutes=3)
+    assert (replacement.action, replacement.supersedes_run_id) == (Action.SUPERSEDE, "run-1")
+    assert ledger(store) == [
+        (1, Outcome.LAUNCHED, None),
+        (2, Outcome.SUPERSEDED, "overlap"),
+        (3, Outcome.LAUNCHING, None),
+    ]
+    assert counters(store) == (2, 0, 2)
+
+
+def test_released_supersede_keeps_the_prior_run_and_the_replacement_pending(
+    store: SqlTriggerStore,
+) -> None:
+    store.apply([spec("a", overlap=Overlap.SUPERSEDE)], now=T0)
+    launch(store, claim(store, "a", 1), "run-1")
+    replacement = claim(store, "a", 2)
+    # The cancel of run-1 failed: the launcher gives the reservation back.
+    store.release(replacement, retry_at=T0 + timedelta(minutes=2, seconds=5), error="cancel failed")
+    assert [r.run_id for r in store.active_runs()] == ["run-1"]
+    assert ledger(store) == [(1, Outcome.LAUNCHED, None), (2, Outcome.LAUNCHING, None)]
+    assert take(store, 2) == []  # not before its retry time
+    [retry] = store.take_pending(
+        owner="b", host="h", now=T0 + timedelta(minutes=2, seconds=5), lease=LEASE
+    )
+    assert (retry.action, retry.supersedes_run_id) == (Action.SUPERSEDE, "run-1")
+    assert retry.idempotency_key == replacement.idempotency_key
+    store.record_settled([Settlement(trigger_id="a", run_id="run-1", state="superseded")], now=T0)
+    launch(store, retry, "run-2")
+    assert ledger(store) == [(1, Outcome.SUPERSEDED, None), (2, Outcome.LAUNCHED, None)]
+    assert counters(store) == (1, 0, 2)
+
+
+def test_superseded_run_already_seen_cancelled_is_recorded_superseded(
+    store: SqlTriggerStore,
+) -> None:
+    store.apply([spec("a", overlap=Overlap.SUPERSEDE)], now=T0)
+    launch(store, claim(store, "a", 1), "run-1")
+    store.record_settled([Settlement(trigger_id="a", run_id="run-1", state="cancelled")], now=T0)
+    store.record_settled([Settlement(trigger_id="a", run_id="run-1", state="superseded")], now=T0)
+    assert ledger(store) == [(1, Outcome.SUPERSEDED, None)]
+    assert counters(store)[0] == 0
+
+
+# -- buffers under a changed policy ---------------------------------------------------------
+
+
+def _three_buffered(store: SqlTriggerStore, **declared: object) -> None:
+    """Run-1 active at minute 1; minutes 2, 3, 4 buffered under buffer_all."""
+    store.apply([spec("a", overlap=Overlap.BUFFER_ALL, **declared)], now=T0)  # type: ignore[arg-type]
+    launch(store, claim(store, "a", 1), "run-1")
+    assert [c.action for c in batch(store, "a", [2, 3, 4])] == [Action.BUFFER] * 3
+
+
+@pytest.mark.parametrize(
+    ("policy", "extra", "expected", "launched"),
+    [
+        (
+            Overlap.SKIP,
+            {},
+            [
+                (2, Outcome.SKIPPED, "overlap"),
+                (3, Outcome.SKIPPED, "overlap"),
+                (4, Outcome.SKIPPED, "overlap"),
+            ],
+            [],
+        ),
+        (
+            Overlap.BUFFER,
+            {},
+            [
+                (2, Outcome.BUFFERED, "overlap"),
+                (3, Outcome.SKIPPED, "overlap"),
+                (4, Outcome.SKIPPED, "overlap"),
+            ],
+            [],
+        ),
+        (
+            Overlap.BUFFER_ALL,
+            {"max_buffer": 2},
+            [
+                (2, Outcome.BUFFERED, "overlap"),
+                (3, Outcome.BUFFERED, "overlap"),
+                (4, Outcome.SKIPPED, "buffer_full"),
+            ],
+            [],
+        ),
+        (
+            Overlap.SUPERSEDE,
+            {},
+            [
+                (2, Outcome.SUPERSEDED, "overlap"),
+                (3, Outcome.SUPERSEDED, "overlap"),
+                (4, Outcome.LAUNCHING, None),
+            ],
+            [(4, Action.SUPERSEDE)],
+        ),
+        (
+            Overlap.ALLOW,
+            {"max_active": 3},
+            [
+                (2, Outcome.LAUNCHING, None),
+                (3, Outcome.LAUNCHING, None),
+                (4, Outcome.SKIPPED, "overlap"),
+            ],
+            [(2, Action.FIRE), (3, Action.FIRE)],
+        ),
+    ],
+    ids=["skip", "buffer", "buffer_all", "supersede", "allow"],
+)
+def test_policy_change_applies_to_buffered_occurrences_while_a_run_is_active(
+    store: SqlTriggerStore,
+    policy: Overlap,
+    extra: dict[str, int],
+    expected: list[tuple[int, Outcome, str | None]],
+    launched: list[tuple[int, Action]],
+) -> None:
+    _three_buffered(store)
+    store.apply([spec("a", overlap=policy, **extra)], now=T0 + timedelta(minutes=4))  # type: ignore[arg-type]
+    claims = take(store, 5)
+    assert [
+        (int((c.occurrence_at - T0).total_seconds() // 60), c.action) for c in claims
+    ] == launched
+    assert ledger(store) == [(1, Outcome.LAUNCHED, None), *expected]
+    buffered = sum(1 for _, outcome, _ in expected if outcome is Outcome.BUFFERED)
+    assert counters(store) == (1 + len(launched), buffered, 1 + len(launched))
+
+
+@pytest.mark.parametrize(
+    ("policy", "expected"),
+    [
+        (Overlap.SKIP, [Outcome.LAUNCHING, Outcome.SKIPPED, Outcome.SKIPPED]),
+        (Overlap.BUFFER, [Outcome.LAUNCHING, Outcome.BUFFERED, Outcome.SKIPPED]),
+        (Overlap.BUFFER_ALL, [Outcome.LAUNCHING, Outcome.BUFFERED, Outcome.BUFFERED]),
+        (Overlap.SUPERSEDE, [Outcome.SUPERSEDED, Outcome.SUPERSEDED, Outcome.LAUNCHING]),
+    ],
+    ids=["skip", "buffer", "buffer_all", "supersede"],
+)
+def test_policy_change_applies_to_buffered_occurrences_once_the_run_settled(
+    store: SqlTriggerStore, policy: Overlap, expected: list[Outcome]
+) -> None:
+    _three_buffered(store)
+    store.apply([spec("a", overlap=policy)], now=T0 + timedelta(minutes=4))
+    store.record_settled([Settlement(trigger_id="a", run_id="run-1", state="completed")], now=T0)
+    take(store, 5)
+    assert [outcome for _, outcome, _ in ledger(store)[1:]] == expected
+
+
+def test_buffered_count_is_recomputed_from_the_ledger(
+    store: SqlTriggerStore, database: Database
+) -> None:
+    _three_buffered(store)
+    with database.write() as conn:
+        conn.execute(sa.update(triggers_table).values(buffered_count=0, active_count=7))
+    assert take(store, 5) == []
+    assert counters(store)[:2] == (1, 3)
+
+
+def test_paused_trigger_holds_its_own_buffer_but_not_an_operators(store: SqlTriggerStore) -> None:
+    store.apply([spec("a", overlap=Overlap.BUFFER_ALL)], now=T0)
+    first = claim(store, "a", 1)
+    launch(store, first, "run-1")
+    assert claim(store, "a", 2).action is Action.BUFFER
+    manual = claim(store, "a", 3, kind="manual", manual_key="k")
+    assert manual.action is Action.BUFFER
+    store.set_paused("a", paused=True, note=None, now=T0)
+    store.record_settled([Settlement(trigger_id="a", run_id="run-1", state="completed")], now=T0)
+    [taken] = take(store, 4)
+    assert taken.manual_key == "k"
+    assert ledger(store)[1] == (2, Outcome.BUFFERED, "overlap")
+
+
+def test_retired_trigger_drops_its_buffer_as_disabled(store: SqlTriggerStore) -> None:
+    _three_buffered(store)
+    store.apply([spec("other")], now=T0 + timedelta(minutes=4))
+    assert take(store, 5) == []
+    assert {(o, r) for _, o, r in ledger(store)[1:]} == {(Outcome.SKIPPED, "disabled")}
+    assert counters(store)[1] == 0
+
+
+def test_buffered_occurrences_beyond_max_runs_are_skipped(store: SqlTriggerStore) -> None:
+    _three_buffered(store, max_runs=2)
+    store.record_settled([Settlement(trigger_id="a", run_id="run-1", state="completed")], now=T0)
+    [second] = take(store, 5)
+    assert second.occurrence_at == T0 + timedelta(minutes=2)
+    assert ledger(store)[2:] == [(3, Outcome.SKIPPED, "max_runs"), (4, Outcome.SKIPPED, "max_runs")]
+
+
+def test_operator_fires_do_not_count_against_max_runs(store: SqlTriggerStore) -> None:
+    store.apply([spec("a", overlap=Overlap.ALLOW, max_active=5, max_runs=1)], now=T0)
+    assert claim(store, "a", 1, kind="manual", manual_key="k").action is Action.FIRE
+    assert claim(store, "a", 2).action is Action.FIRE
+    assert claim(store, "a", 3).action is Action.IGNORED
+    assert counters(store)[2] == 1
+
+
+def test_buffer_keeps_one_behind_a_settled_run_until_the_pending_pass(
+    store: SqlTriggerStore,
+) -> None:
+    store.apply([spec("a", overlap=Overlap.BUFFER)], now=T0)
+    launch(store, claim(store, "a", 1), "run-1")
+    assert claim(store, "a", 2).action is Action.BUFFER
+    store.record_settled([Settlement(trigger_id="a", run_id="run-1", state="completed")], now=T0)
+    # The slot is free, but minute 2 takes it first: minute 3 waits behind it.
+    assert claim(store, "a", 3).action is Action.BUFFER
+    assert claim(store, "a", 4).action is Action.SKIP
+    [promoted] = take(store, 4)
+    assert promoted.occurrence_at == T0 + timedelta(minutes=2)
+    assert [o for _, o, _ in ledger(store)[1:]] == [
+        Outcome.LAUNCHING,
+        Outcome.BUFFERED,
+        Outcome.SKIPPED,
+    ]
+
+
+# -- backfill ------------------------------------------------------------------------------
+
+
+def _missed(store: SqlTriggerStore, first: int, last: int, after: int) -> None:
+    [error] = store.record_ranges(
+        [
+            RangeRecord(
+                trigger_id="a",
+                expected_revision=1,
+                after=T0 + timedelta(minutes=after),
+                first_at=T0 + timedelta(minutes=first),
+                last_at=T0 + timedelta(minutes=last),
+                count=last - first + 1,
+                outcome=Outcome.MISSED,
+                reason=Reason.CATCHUP_WINDOW,
+            )
+        ],
+        now=T0 + timedelta(minutes=last + 1),
+    )
+    assert error is None
+
+
+def _piece(first: int, last: int) -> RangePiece:
+    return RangePiece(
+        first_at=T0 + timedelta(minutes=first),
+        last_at=T0 + timedelta(minutes=last),
+        count=last - first + 1,
+    )
+
+
+def test_backfill_carves_an_occurrence_out_of_a_range_row(store: SqlTriggerStore) -> None:
+    store.apply([spec("a")], now=T0)
+    _missed(store, 1, 6, 0)
+    split = RangeSplit(
+        trigger_id="a",
+        first_at=T0 + timedelta(minutes=1),
+        last_at=T0 + timedelta(minutes=6),
+        count=6,
+        outcome=Outcome.MISSED,
+        pieces=(_piece(1, 2), _piece(4, 6)),
+    )
+    [carved] = store.claim(
+        [
+            ClaimRequest(
+                trigger_id="a",
+                occurrence_at=T0 + timedelta(minutes=3),
+                expected_revision=1,
+                kind="backfill",
+                overlap=Overlap.BUFFER_ALL,
+            )
+        ],
+        splits=[split],
+        owner="cli",
+        host="h",
+        now=T0 + timedelta(minutes=9),
+        lease=timedelta(0),
+    )
+    assert isinstance(carved, Claim) and carved.action is Action.FIRE
+    assert carved.idempotency_key == "a:2026-01-01T00:03:00Z"
+    rows = list(reversed(store.history(HistoryQuery(trigger_id="a"))))
+    assert [(r.occurrence_at.minute, r.outcome, r.count, r.reason) for r in rows] == [
+        (1, Outcome.MISSED, 2, Reason.CATCHUP_WINDOW),
+        (3, Outcome.LAUNCHING, 1, None),
+        (4, Outcome.MISSED, 3, Reason.CATCHUP_WINDOW),
+    ]
+    assert sum(r.count for r in rows) == 6
+    trigger = store.get_trigger("a")
+    assert trigger is not None and trigger.watermark_at == T0 + timedelta(minutes=6)
+    [taken] = take(store, 9)  # the daemon's next pending pass launches it
+    assert taken.idempotency_key == carved.idempotency_key
+
+
+def test_backfill_split_is_fenced_on_the_row_it_was_planned_from(store: SqlTriggerStore) -> None:
+    store.apply([spec("a")], now=T0)
+    _missed(store, 1, 6, 0)
+    stale = RangeSplit(
+        trigger_id="a",
+        first_at=T0 + timedelta(minutes=1),
+        last_at=T0 + timedelta(minutes=5),
+        count=5,
+        outcome=Outcome.MISSED,
+        pieces=(_piece(1, 2), _piece(4, 5)),
+    )
+    request = ClaimRequest(
+        trigger_id="a",
+        occurrence_at=T0 + timedelta(minutes=3),
+        expected_revision=1,
+        kind="backfill",
+    )
+    with pytest.raises(LedgerChangedError):
+        store.claim([request], splits=[stale], owner="cli", host="h", now=T0, lease=LEASE)
+    assert ledger(store) == [(1, Outcome.MISSED, "catchup_window")]
+    # Without a split, an occurrence inside a range row is already decided.
+    [inside] = store.claim([request], owner="cli", host="h", now=T0, lease=LEASE)
+    assert isinstance(inside, Claim) and inside.action is Action.DUPLICATE
+
+
+def test_backfill_leaves_occurrences_after_the_watermark_to_the_scheduler(
+    store: SqlTriggerStore,
+) -> None:
+    store.apply([spec("a")], now=T0)
+    before = claim(store, "a", -5, kind="backfill")
+    after = claim(store, "a", 1, kind="backfill")
+    assert before.action is Action.FIRE  # before the trigger existed: owed nothing, may be run
+    assert after.action is Action.IGNORED
+    assert len(ledger(store)) == 1
+
+
+def test_backfill_beyond_max_buffer_is_never_dropped(store: SqlTriggerStore) -> None:
+    store.apply([spec("a", overlap=Overlap.SKIP, max_buffer=1)], now=T0 + timedelta(minutes=10))
+    claims = batch(store, "a", [1, 2, 3, 4], kind="backfill", overlap=Overlap.BUFFER_ALL)
+    assert [c.action for c in claims] == [Action.FIRE] + [Action.BUFFER] * 3
+
+
+def test_last_records_are_by_newest_occurrence(store: SqlTriggerStore) -> None:
+    store.apply([spec("a")], now=T0 + timedelta(minutes=10))
+    claim(store, "a", 11)
+    claim(store, "a", 5, kind="backfill")  # inserted later, for an older occurrence
+    assert store.last_records()["a"].occurrence_at == T0 + timedelta(minutes=11)

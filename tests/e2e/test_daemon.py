@@ -116,8 +116,8 @@ def test_every_second_triggers_fire_each_second_exactly_once_across_a_restart(
         )
         covered = []
         for row in rows:  # a range row covers `count` consecutive seconds
-            first = _when(row["occurrence"])
-            covered += [first + timedelta(seconds=n) for n in range(row["count"])]
+            start = _when(row["occurrence"])
+            covered += [start + timedelta(seconds=n) for n in range(row["count"])]
         assert len(covered) == len(set(covered)), f"{trigger_id}: an occurrence twice"
         span = int((max(covered) - min(covered)).total_seconds()) + 1
         assert sorted(covered) == [min(covered) + timedelta(seconds=n) for n in range(span)], (

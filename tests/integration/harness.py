@@ -2,16 +2,74 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
 from looms_runtime.db import Database
 from triggers.clock import FakeClock
+from triggers.errors import RunnerError
 from triggers.model import FireRecord, Outcome, TriggerSpec
 from triggers.runner.fake import FakeRunner
+from triggers.runner.protocol import LaunchRequest, RunHandle
 from triggers.scheduler.engine import Scheduler, SchedulerOptions
 from triggers.store.protocol import HistoryQuery
 from triggers.store.sql import SqlTriggerStore
+
+Script = Callable[[LaunchRequest], tuple[timedelta | None, str]]
+"""How long a run lasts (None: until cancelled) and how it ends (`completed`, `failed`)."""
+
+
+class ScriptedRunner(FakeRunner):
+    """A FakeRunner whose runs last a scripted time on the harness clock.
+
+    `script` maps a launch request to its duration and final state; the harness
+    settles each run when the clock reaches its end. `fail_cancels` makes that
+    many cancel calls fail before they work again.
+    """
+
+    def __init__(self, clock: FakeClock, script: Script | None = None) -> None:
+        super().__init__()
+        self.clock = clock
+        self.script: Script = script or (lambda _request: (None, "completed"))
+        self.fail_cancels = 0
+        self.started: dict[str, datetime] = {}
+        self._ends: dict[str, tuple[datetime, str]] = {}
+        self._script_lock = threading.Lock()
+
+    def start(self, requests: Sequence[LaunchRequest]) -> list[RunHandle | RunnerError]:
+        results = super().start(requests)
+        now = self.clock.now()
+        for request, result in zip(requests, results, strict=True):
+            if isinstance(result, RunHandle) and result.created:
+                duration, state = self.script(request)
+                with self._script_lock:
+                    self.started[request.idempotency_key] = now
+                    if duration is not None:
+                        self._ends[result.run_id] = (now + duration, state)
+        return results
+
+    def cancel(self, run_id: str) -> None:
+        with self._script_lock:
+            if self.fail_cancels:
+                self.fail_cancels -= 1
+                raise RunnerError(f"cancel of {run_id} failed")
+        super().cancel(run_id)
+
+    def settle_due(self, now: datetime) -> None:
+        """Settle every run whose scripted end is at or before `now`."""
+        with self._script_lock:
+            due = [(r, state) for r, (end, state) in self._ends.items() if end <= now]
+            for run_id, _state in due:
+                del self._ends[run_id]
+        active = set(self.active())
+        for run_id, state in due:
+            if run_id in active:
+                self.settle(run_id, state, "exit status 1" if state == "failed" else None)
+
+    def next_end(self) -> datetime | None:
+        with self._script_lock:
+            return min((end for end, _ in self._ends.values()), default=None)
 
 
 class Harness:
@@ -24,12 +82,16 @@ class Harness:
         start: datetime,
         runner: FakeRunner | None = None,
         owner: str = "daemon-a",
+        store: SqlTriggerStore | None = None,
         **options: object,
     ) -> None:
         self.db = db
+        self.start = start
         self.clock = FakeClock(start)
-        self.store = SqlTriggerStore(db)
+        self.store = store or SqlTriggerStore(db)
         self.runner = runner or FakeRunner()
+        if isinstance(self.runner, ScriptedRunner):
+            self.runner.clock = self.clock  # a restart: the runs go on, on the new clock
         opts = {
             "owner": owner,
             "host": "test-host",
@@ -51,10 +113,24 @@ class Harness:
         self.scheduler.refresh_soon()
 
     def step(self) -> datetime:
-        """One tick, then let the launcher and monitor finish; returns the next wake."""
-        wake = self.scheduler.tick()
-        assert self.scheduler.launcher.wait_idle(10), "launcher did not drain"
+        """One tick, then let the launcher and monitor finish; returns the next wake.
+
+        Runs that ended by now are recorded before the tick, and a pending pass that
+        a settlement or a launch asked for runs at once, as the daemon's wake-up does.
+        """
+        if isinstance(self.runner, ScriptedRunner):
+            self.runner.settle_due(self.clock.now())
         self.scheduler.monitor.check_now()
+        for _ in range(10):
+            wake = self.scheduler.tick()
+            assert self.scheduler.launcher.wait_idle(10), "launcher did not drain"
+            self.scheduler.monitor.check_now()
+            if not self.scheduler.pending.wanted:
+                break
+        if isinstance(self.runner, ScriptedRunner):
+            end = self.runner.next_end()
+            if end is not None:
+                wake = min(wake, max(end, self.clock.now()))
         return wake
 
     def run_until(self, end: datetime, *, max_ticks: int = 100_000) -> int:
@@ -73,6 +149,10 @@ class Harness:
     def advance(self, delta: timedelta) -> int:
         return self.run_until(self.clock.now() + delta)
 
+    def at(self, minutes: float) -> datetime:
+        """The instant `minutes` after the harness's start."""
+        return self.start + timedelta(minutes=minutes)
+
     def history(self, trigger_id: str | None = None) -> list[FireRecord]:
         rows = self.store.history(HistoryQuery(trigger_id=trigger_id, limit=100_000))
         return sorted(rows, key=lambda r: (r.occurrence_at, r.manual_key))
@@ -89,5 +169,30 @@ class Harness:
             for r in self.history(trigger_id)
         ]
 
+    def ledger(self, trigger_id: str | None = None) -> list[str]:
+        """`HH:MM outcome[/reason][ xN]` per ledger row, oldest first."""
+        return [describe(record) for record in self.history(trigger_id)]
+
+    def launched_at(self, trigger_id: str) -> dict[str, str]:
+        """`HH:MM` of each launched occurrence -> `HH:MM` it launched at."""
+        return {
+            _clock_time(r.occurrence_at): _clock_time(r.launched_at)
+            for r in self.history(trigger_id)
+            if r.launched_at is not None
+        }
+
     def close(self) -> None:
         self.scheduler.launcher.close(grace=5)
+
+
+def describe(record: FireRecord) -> str:
+    text = f"{_clock_time(record.occurrence_at)} {record.outcome.value}"
+    if record.reason is not None:
+        text += f"/{record.reason.value}"
+    if record.count > 1:
+        text += f" x{record.count}"
+    return text
+
+
+def _clock_time(at: datetime) -> str:
+    return at.strftime("%H:%M" if not at.second and not at.microsecond else "%H:%M:%S")

@@ -8,6 +8,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 from apscheduler.triggers.calendarinterval import CalendarIntervalTrigger
+from apscheduler.triggers.date import DateTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -283,6 +284,20 @@ def test_at_fires_once() -> None:
     assert schedule.next_after(T0) == datetime(2026, 12, 31, 23, tzinfo=UTC)
     assert schedule.next_after(at) is None
     assert count_occurrences(schedule, after=T0, until=at) == 1
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    at_ms=st.integers(min_value=0, max_value=4_000_000_000_000),
+    zone=st.sampled_from(["UTC", "Europe/Berlin", "America/New_York", "Australia/Lord_Howe"]),
+)
+def test_at_agrees_with_apscheduler_date_trigger(at_ms: int, zone: str) -> None:
+    at = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=at_ms)
+    theirs = DateTrigger(run_date=at, timezone=zone)
+    ours = _compile(AtSchedule(at=at), zone)
+    # DateTrigger fires once, at its instant, and never after it has fired.
+    assert ours.next_after(at - timedelta(days=1)) == theirs.get_next_fire_time(None, at)
+    assert ours.next_after(at) is theirs.get_next_fire_time(at, at)
 
 
 def test_at_is_whole_milliseconds() -> None:

@@ -3,10 +3,8 @@
 Each trigger's next due time lives in memory, in a heap; the loop sleeps until
 the earliest one (or the poll interval, to see other daemons' and operators'
 changes), so a due occurrence is claimed within milliseconds and an idle daemon
-does no work. A tick owes the store two short transactions at most (the ranges
-that did not launch, then every claim of the tick), whatever the number of
-triggers due; launches and run monitoring happen on other threads and the tick
-never waits for them.
+does no work. Due triggers go to the dispatcher (`dispatch.py`); launches and
+run monitoring happen on other threads and the tick never waits for them.
 
 The watermark of a trigger (the newest occurrence decided) is durable in the
 store and moves only with what the store recorded; the in-memory copy only
@@ -17,61 +15,31 @@ from __future__ import annotations
 
 import os
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import structlog
 
-from triggers.clock import Clock, iso
-from triggers.errors import (
-    RevisionMismatchError,
-    ScheduleError,
-    TriggersError,
-    WatermarkMovedError,
-)
+from triggers.clock import Clock
+from triggers.errors import TriggersError
 from triggers.metrics import Metrics
-from triggers.model import (
-    Action,
-    Catchup,
-    CatchupPolicy,
-    Outcome,
-    Overlap,
-    Reason,
-    Trigger,
-)
+from triggers.model import Overlap
 from triggers.runner.protocol import Runner
 from triggers.scheduler.deadlines import DeadlineRunner
+from triggers.scheduler.dispatch import Dispatcher, TickReport
 from triggers.scheduler.launcher import Launcher
 from triggers.scheduler.monitor import Monitor
-from triggers.scheduler.occurrences import DuePlan, plan_due
-from triggers.scheduler.timetable import Entry, Timetable
-from triggers.store.protocol import (
-    Claim,
-    ClaimRequest,
-    Heartbeat,
-    RangeRecord,
-    TriggerStore,
-)
+from triggers.scheduler.pending import PendingPass
+from triggers.scheduler.quiet import quiet_range, quiet_reason
+from triggers.scheduler.timetable import Timetable
+from triggers.store.protocol import Heartbeat, TriggerStore
 
 log = structlog.get_logger()
 
 _PRUNE_EVERY = timedelta(hours=1)
 _HEARTBEAT_EVERY = timedelta(seconds=1)
 _RETRY_AFTER = timedelta(seconds=1)
-_FOREVER = timedelta(days=365 * 200)
 _BUFFERING = frozenset({Overlap.BUFFER, Overlap.BUFFER_ALL, Overlap.SUPERSEDE})
-
-
-@dataclass(slots=True)
-class TickReport:
-    """What one tick did (for logs, tests and benchmarks)."""
-
-    claimed: int = 0
-    launched: int = 0
-    ranges: int = 0
-    errors: int = 0
-    polled: bool = False
-    outcomes: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -124,24 +92,41 @@ class Scheduler:
             on_settled=self._on_settled,
             metrics=self.metrics,
         )
+        self._wake = threading.Event()
         self.launcher = Launcher(
             store=store,
             runner=self._runner,
             clock=clock,
-            on_launched=self.monitor.watch,
-            on_deferred=self._pending_retry_at,
+            on_launched=self._on_launched,
+            on_deferred=self._retry_pending_at,
             metrics=self.metrics,
+        )
+        self.pending = PendingPass(
+            store=store,
+            launcher=self.launcher,
+            owner=options.owner,
+            host=options.host,
+            lease=options.lease,
+            wake=self._wake,
         )
         runner.subscribe(self.monitor.report)
         self._timetable = Timetable()
+        self._dispatcher = Dispatcher(
+            store=store,
+            clock=clock,
+            timetable=self._timetable,
+            launcher=self.launcher,
+            metrics=self.metrics,
+            owner=options.owner,
+            host=options.host,
+            lease=options.lease,
+            plan_limit=options.plan_limit,
+        )
         self._next_poll_at: datetime | None = None
         self._last_heartbeat_at: datetime | None = None
         self._last_prune_at: datetime | None = None
         self._started_at = clock.now()
-        self._pending_wanted = threading.Event()
-        self._pending_due_at: datetime | None = None
-        self._pending_lock = threading.Lock()
-        self._wake = threading.Event()
+        self._polled = False
         self._stopping = threading.Event()
         self._corrupt: set[str] = set()
 
@@ -157,11 +142,13 @@ class Scheduler:
         self.start()
         try:
             while not self._stopping.is_set():
+                # Cleared before the tick, not after the wait: a wake-up asked for
+                # while the tick runs (a run settled) must not be lost.
+                self._wake.clear()
                 wake_at = self.tick()
                 delay = (wake_at - self._clock.now()).total_seconds()
                 if delay > 0:
                     self._clock.wait(delay, self._wake)
-                self._wake.clear()
         finally:
             self.close()
 
@@ -197,11 +184,11 @@ class Scheduler:
             self._beat(now)
             if self._next_poll_at is None or now >= self._next_poll_at:
                 self._poll(now, report)
-            elif self._pending_due(now):
-                self._take_pending(self._clock.now())
+            elif self.pending.due(now):
+                self.pending.take(self._clock.now())
             due = self._timetable.pop_due(self._clock.now())
             if due:
-                self._process(due, report)
+                self._dispatcher.process(due, report)
         except Exception:
             self.metrics.ticks_failed.inc()
             log.exception("tick_failed")
@@ -221,10 +208,12 @@ class Scheduler:
         return self._next_wake()
 
     def _next_wake(self) -> datetime:
+        if self.pending.wanted:
+            return self._clock.now()
         wake_at = self._next_poll_at or self._clock.now()
-        with self._pending_lock:
-            if self._pending_due_at is not None:
-                wake_at = min(wake_at, self._pending_due_at)
+        retry_at = self.pending.next_at()
+        if retry_at is not None:
+            wake_at = min(wake_at, retry_at)
         due_at = self._timetable.next_due()
         return wake_at if due_at is None else min(due_at, wake_at)
 
@@ -271,8 +260,15 @@ class Scheduler:
             self._timetable.sync(row)
         for gone in set(self._timetable.entries) - seen:
             del self._timetable.entries[gone]
-        self.monitor.adopt((run.trigger_id, run.run_id) for run in self._store.active_runs())
-        self._take_pending(now)
+        adopted = self.monitor.adopt(
+            (run.trigger_id, run.run_id) for run in self._store.active_runs()
+        )
+        if adopted and not self._polled:
+            # Runs that stopped while no daemon watched must not meet the overlap
+            # policy of the occurrences this first tick is about to claim.
+            self.monitor.check_now()
+        self._polled = True
+        self.pending.take(now)
         self._record_quiet(report)
 
     def _prune(self, now: datetime) -> None:
@@ -287,266 +283,49 @@ class Scheduler:
         if pruned:
             log.info("ledger_pruned", rows=pruned)
 
-    def _pending_retry_at(self, retry_at: datetime) -> None:
-        """Launcher thread: a launch was given back, to be retried from `retry_at`."""
-        with self._pending_lock:
-            if self._pending_due_at is None or retry_at < self._pending_due_at:
-                self._pending_due_at = retry_at
-        self._wake.set()
-
-    def _pending_due(self, now: datetime) -> bool:
-        if self._pending_wanted.is_set():
-            return True
-        with self._pending_lock:
-            return self._pending_due_at is not None and now >= self._pending_due_at
-
-    def _take_pending(self, now: datetime) -> None:
-        self._pending_wanted.clear()
-        with self._pending_lock:
-            if self._pending_due_at is not None and self._pending_due_at <= now:
-                self._pending_due_at = None
-        claims = self._store.take_pending(
-            owner=self._options.owner, host=self._options.host, now=now, lease=self._options.lease
-        )
-        if claims:
-            log.info("pending_taken", count=len(claims))
-            self.launcher.submit(claims)
-
     def _on_settled(self, trigger_ids: set[str]) -> None:
         """Monitor thread: runs stopped; buffered occurrences may launch now."""
         for trigger_id in trigger_ids:
             entry = self._timetable.entries.get(trigger_id)
-            if entry is None or entry.trigger.spec.overlap in _BUFFERING:
-                self._pending_wanted.set()
-                self._wake.set()
+            if (
+                entry is None
+                or entry.trigger.spec.overlap in _BUFFERING
+                or entry.trigger.buffered_count
+            ):
+                self.pending.want()
                 return
+
+    def _on_launched(self, trigger_id: str, run_id: str) -> None:
+        """Launcher thread: a run started. Under `supersede`, occurrences buffered
+        behind its reservation can now supersede it."""
+        self.monitor.watch(trigger_id, run_id)
+        entry = self._timetable.entries.get(trigger_id)
+        if (
+            entry is not None
+            and entry.trigger.spec.overlap is Overlap.SUPERSEDE
+            and entry.trigger.buffered_count
+        ):
+            self.pending.want()
+
+    def _retry_pending_at(self, retry_at: datetime) -> None:
+        self.pending.retry_at(retry_at)
 
     def _record_quiet(self, report: TickReport) -> None:
         """Account for the occurrences of paused and disabled triggers, as skipped ranges."""
         ranges = []
         for entry in self._timetable.entries.values():
-            trigger = entry.trigger
-            if trigger.retired or trigger.claimable or entry.schedule is None:
+            reason = quiet_reason(entry.trigger)
+            if reason is None or entry.schedule is None:
                 continue
-            reason = Reason.PAUSED if trigger.paused else Reason.DISABLED
-            plan = plan_due(
+            found = quiet_range(
+                entry.trigger,
                 entry.schedule,
-                watermark_at=entry.watermark_at,
+                after=entry.watermark_at,
                 now=self._clock.now(),
-                catchup=Catchup(policy=CatchupPolicy.NONE, window=_FOREVER, grace=timedelta(0)),
+                reason=reason,
                 limit=self._options.plan_limit,
             )
-            if plan.missed:
-                ranges.append(_quiet_range(trigger, entry.watermark_at, plan, reason))
+            if found is not None:
+                ranges.append(found)
         if ranges:
-            self._record_ranges(ranges, report)
-
-    # -- due triggers ------------------------------------------------------------------
-
-    def _process(self, due: list[Entry], report: TickReport, *, refreshed: bool = False) -> None:
-        plans: dict[str, DuePlan] = {}
-        ranges: list[RangeRecord] = []
-        requests: list[ClaimRequest] = []
-        for entry in due:
-            trigger = entry.trigger
-            with structlog.contextvars.bound_contextvars(trigger_id=trigger.id):
-                try:
-                    plan = self._plan(entry)
-                except Exception:
-                    log.exception("plan_failed")
-                    report.errors += 1
-                    self._timetable.reschedule(entry, at=self._clock.now() + _RETRY_AFTER)
-                    continue
-            plans[trigger.id] = plan
-            after = entry.watermark_at
-            for missed in plan.missed:
-                ranges.append(
-                    RangeRecord(
-                        trigger_id=trigger.id,
-                        expected_revision=trigger.revision,
-                        after=after,
-                        first_at=missed.first_at,
-                        last_at=missed.last_at,
-                        count=missed.count,
-                        outcome=Outcome.MISSED,
-                        reason=missed.reason,
-                    )
-                )
-                after = missed.last_at
-            requests.extend(
-                ClaimRequest(
-                    trigger_id=trigger.id,
-                    occurrence_at=occurrence,
-                    expected_revision=trigger.revision,
-                )
-                for occurrence in plan.dispatch
-            )
-        stale = self._record_ranges(ranges, report)
-        requests = [r for r in requests if r.trigger_id not in stale]
-        if requests:
-            stale |= self._claim(requests, report)
-        for entry in due:
-            self._settle_entry(entry, plans.get(entry.trigger.id), stale)
-        if stale and not refreshed:
-            self._refresh(stale, report)
-
-    def _plan(self, entry: Entry) -> DuePlan:
-        if entry.schedule is None:
-            raise ScheduleError("trigger has no valid schedule")
-        spec = entry.trigger.spec
-        # A jittered occurrence is due late on purpose; that delay is not downtime.
-        catchup = Catchup(
-            policy=spec.catchup.policy,
-            window=spec.catchup.window,
-            grace=spec.catchup.grace + spec.jitter,
-        )
-        return plan_due(
-            entry.schedule,
-            watermark_at=entry.watermark_at,
-            now=self._clock.now(),
-            catchup=catchup,
-            limit=self._options.plan_limit,
-        )
-
-    def _record_ranges(self, ranges: list[RangeRecord], report: TickReport) -> set[str]:
-        """Record ranges; returns the triggers whose plan went stale."""
-        if not ranges:
-            return set()
-        stale: set[str] = set()
-        try:
-            results = self._store.record_ranges(ranges, now=self._clock.now())
-        except TriggersError as exc:
-            log.warning("ranges_failed", count=len(ranges), error=str(exc), error_code=exc.code)
-            report.errors += 1
-            return {r.trigger_id for r in ranges}
-        for item, error in zip(ranges, results, strict=True):
-            if error is None:
-                report.ranges += 1
-                self.metrics.fired(item.outcome.value, item.count)
-                log.info(
-                    "occurrences_missed"
-                    if item.outcome is Outcome.MISSED
-                    else "occurrences_skipped",
-                    trigger_id=item.trigger_id,
-                    first_at=iso(item.first_at),
-                    last_at=iso(item.last_at),
-                    count=item.count,
-                    reason=item.reason.value,
-                )
-                entry = self._timetable.entries.get(item.trigger_id)
-                if entry is not None:
-                    entry.watermark_at = max(entry.watermark_at, item.last_at)
-            else:
-                stale.add(item.trigger_id)
-                _log_store_error(error, item.trigger_id)
-        return stale
-
-    def _claim(self, requests: list[ClaimRequest], report: TickReport) -> set[str]:
-        """Claim every request in one batch; returns the triggers whose plan went stale."""
-        now = self._clock.now()
-        try:
-            results = self._store.claim(
-                requests,
-                owner=self._options.owner,
-                host=self._options.host,
-                now=now,
-                lease=self._options.lease,
-            )
-        except TriggersError as exc:
-            log.warning("claim_failed", count=len(requests), error=str(exc), error_code=exc.code)
-            report.errors += 1
-            return {r.trigger_id for r in requests}
-        stale: set[str] = set()
-        launches: list[Claim] = []
-        for request, result in zip(requests, results, strict=True):
-            if isinstance(result, TriggersError):
-                stale.add(request.trigger_id)
-                _log_store_error(result, request.trigger_id)
-                continue
-            report.claimed += 1
-            entry = self._timetable.entries.get(request.trigger_id)
-            if entry is not None:
-                entry.trigger = result.trigger
-                if result.action is Action.IGNORED:
-                    # Paused, disabled or done since it was listed: nothing was decided,
-                    # so the watermark stays and the trigger is re-read.
-                    stale.add(request.trigger_id)
-                else:
-                    entry.watermark_at = max(entry.watermark_at, request.occurrence_at)
-            self._account(result)
-            if result.launches:
-                launches.append(result)
-        if launches:
-            report.launched += len(launches)
-            self.launcher.submit(launches)
-        return stale
-
-    def _account(self, claim: Claim) -> None:
-        action = claim.action
-        if action in (Action.FIRE, Action.SUPERSEDE, Action.DUPLICATE):
-            return
-        if action is Action.IGNORED:
-            log.info(
-                "claim_ignored",
-                trigger_id=claim.trigger_id,
-                occurrence_at=iso(claim.occurrence_at),
-                reason=claim.reason.value if claim.reason else None,
-            )
-            return
-        outcome = Outcome.SKIPPED if action is Action.SKIP else Outcome.BUFFERED
-        self.metrics.fired(outcome.value)
-        log.info(
-            "occurrence_skipped" if action is Action.SKIP else "occurrence_buffered",
-            trigger_id=claim.trigger_id,
-            occurrence_at=iso(claim.occurrence_at),
-            reason=claim.reason.value if claim.reason else None,
-        )
-
-    def _settle_entry(self, entry: Entry, plan: DuePlan | None, stale: set[str]) -> None:
-        if entry.trigger.id in stale or plan is None:
-            if entry.due_at is None:
-                self._timetable.reschedule(entry, at=self._clock.now() + _RETRY_AFTER)
-            return
-        entry.watermark_at = max(entry.watermark_at, plan.watermark_at)
-        if plan.truncated:
-            self._timetable.reschedule(entry, at=self._clock.now())
-        else:
-            self._timetable.reschedule(entry)
-
-    def _refresh(self, trigger_ids: set[str], report: TickReport) -> None:
-        """Re-read triggers whose declaration or watermark moved, and decide again once."""
-        again = []
-        for trigger_id in sorted(trigger_ids):
-            try:
-                trigger = self._store.get_trigger(trigger_id)
-            except TriggersError as exc:
-                log.warning("trigger_reload_failed", trigger_id=trigger_id, error=str(exc))
-                continue
-            if trigger is None:
-                self._timetable.entries.pop(trigger_id, None)
-                continue
-            entry = self._timetable.sync(trigger)
-            if self._timetable.take_if_due(entry, self._clock.now()):
-                again.append(entry)
-        if again:
-            self._process(again, report, refreshed=True)
-
-
-def _quiet_range(trigger: Trigger, after: datetime, plan: DuePlan, reason: Reason) -> RangeRecord:
-    return RangeRecord(
-        trigger_id=trigger.id,
-        expected_revision=trigger.revision,
-        after=after,
-        first_at=plan.missed[0].first_at,
-        last_at=plan.missed[-1].last_at,
-        count=sum(m.count for m in plan.missed),
-        outcome=Outcome.SKIPPED,
-        reason=reason,
-    )
-
-
-def _log_store_error(error: TriggersError, trigger_id: str) -> None:
-    if isinstance(error, RevisionMismatchError | WatermarkMovedError):
-        log.info("claim_stale", trigger_id=trigger_id, error_code=error.code, error=str(error))
-    else:
-        log.warning("claim_refused", trigger_id=trigger_id, error_code=error.code, error=str(error))
+            self._dispatcher.record_ranges(ranges, report)

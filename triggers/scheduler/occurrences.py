@@ -45,11 +45,13 @@ __all__ = [
     "CompiledSchedule",
     "DuePlan",
     "MissedRange",
+    "OccurrenceSpan",
     "compile_schedule",
     "count_occurrences",
     "jitter_delay",
     "load_timezone",
     "next_occurrences",
+    "occurrence_span",
     "plan_due",
 ]
 
@@ -72,6 +74,15 @@ class MissedRange:
     last_at: datetime
     count: int
     reason: Reason
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OccurrenceSpan:
+    """The occurrences of a range, summarised."""
+
+    first_at: datetime
+    last_at: datetime
+    count: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -159,6 +170,19 @@ def count_occurrences(schedule: CompiledSchedule, *, after: datetime, until: dat
     """How many occurrences fall in (after, until], without listing them when possible."""
     span = _countable(schedule, _Budget(left=None)).span(after, until)
     return 0 if span is None else span.count
+
+
+def occurrence_span(
+    schedule: CompiledSchedule, *, after: datetime, until: datetime
+) -> OccurrenceSpan | None:
+    """The first, last and count of the occurrences in (after, until], or None.
+
+    Counted without listing them where the schedule allows (as `count_occurrences`).
+    """
+    span = _countable(schedule, _Budget(left=None)).span(after, until)
+    if span is None:
+        return None
+    return OccurrenceSpan(first_at=span.first_at, last_at=span.last_at, count=span.count)
 
 
 def plan_due(

@@ -1,4 +1,4 @@
-"""The write paths of the SQL store that decide occurrences: claim, ranges, pending, settle.
+"""The SQL store's claim path: decide a batch of occurrences in one transaction.
 
 Every function runs inside the caller's write transaction. Trigger rows are
 always locked before ledger rows, in id order, so two daemons on PostgreSQL
@@ -8,74 +8,38 @@ cannot deadlock on each other.
 from __future__ import annotations
 
 import dataclasses
-import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from triggers.errors import (
-    CorruptRowError,
-    RevisionMismatchError,
-    StoreError,
-    TriggersError,
-    UnknownTriggerError,
-    WatermarkMovedError,
-)
-from triggers.model import Action, FireRecord, Outcome, Overlap, Trigger, idempotency_key
-from triggers.store import _rows
-from triggers.store._decide import Counters, decide
-from triggers.store.protocol import Claim, ClaimRequest, ClaimResult, RangeRecord, Settlement
+from triggers.errors import RevisionMismatchError, StoreError, UnknownTriggerError
+from triggers.model import Action, Outcome, Overlap, Trigger, idempotency_key
+from triggers.store._decide import Counters, Decision, blocks_new_claims, decide
+from triggers.store._ranges import apply_splits, covered_by_ranges
+from triggers.store._shared import chunks, lock_triggers, new_reservation
+from triggers.store.protocol import Claim, ClaimRequest, ClaimResult, RangeSplit
 from triggers.store.schema import fires, triggers
 
-T = TypeVar("T")
-CHUNK = 400  # bound parameters per IN (...) list, well under SQLite's limit
+_OUTCOMES = {
+    Action.FIRE: Outcome.LAUNCHING,
+    Action.SUPERSEDE: Outcome.LAUNCHING,
+    Action.SKIP: Outcome.SKIPPED,
+    Action.BUFFER: Outcome.BUFFERED,
+    Action.SUPERSEDED: Outcome.SUPERSEDED,
+}
 
 
-def chunks(items: Sequence[T], size: int = CHUNK) -> Iterator[Sequence[T]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
-
-
-def fire_key(claim: Claim) -> tuple[sa.ColumnElement[bool], ...]:
-    return (
-        fires.c.trigger_id == claim.trigger_id,
-        fires.c.occurrence_at == claim.occurrence_at,
-        fires.c.manual_key == claim.manual_key,
-    )
-
-
-def lock_triggers(conn: Connection, ids: Sequence[str]) -> dict[str, Trigger | StoreError]:
-    """Read (and on PostgreSQL lock, in id order) the rows of `ids`, decoded."""
-    found: dict[str, Trigger | StoreError] = {}
-    for part in chunks(sorted(ids)):
-        rows = conn.execute(
-            sa.select(triggers)
-            .where(triggers.c.id.in_(part))
-            .order_by(triggers.c.id)
-            .with_for_update()
-        ).mappings()
-        for row in rows:
-            try:
-                found[row["id"]] = _rows.trigger_from_row(row)
-            except CorruptRowError as exc:
-                found[row["id"]] = exc
-    return found
-
-
-def adjust_active(conn: Connection, deltas: Mapping[str, int], now: datetime) -> None:
-    for trigger_id in sorted(deltas):
-        conn.execute(
-            triggers.update()
-            .where(triggers.c.id == trigger_id)
-            .values(active_count=triggers.c.active_count + deltas[trigger_id], updated_at=now)
-        )
-
-
-def _reservation() -> str:
-    return uuid.uuid4().hex
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Decided:
+    request: ClaimRequest
+    key: str
+    action: Action
+    reason: Any = None
+    reservation: str | None = None
+    supersedes: str | None = None
 
 
 class ClaimBatch:
@@ -90,9 +54,11 @@ class ClaimBatch:
         host: str,
         now: datetime,
         lease: timedelta,
+        splits: Sequence[RangeSplit] = (),
     ) -> None:
         self._conn = conn
         self._requests = requests
+        self._splits = splits
         self._owner = owner
         self._host = host
         self._now = now
@@ -102,13 +68,16 @@ class ClaimBatch:
         self._rows: list[dict[str, Any]] = []
 
     def run(self) -> list[ClaimResult]:
-        ids = sorted({request.trigger_id for request in self._requests})
-        stored = lock_triggers(self._conn, ids)
+        ids = {request.trigger_id for request in self._requests}
+        stored = lock_triggers(self._conn, sorted(ids | {s.trigger_id for s in self._splits}))
+        apply_splits(self._conn, self._splits, self._now)
         existing, existing_keys = self._existing()
+        covered = covered_by_ranges(self._conn, [r for r in self._requests if r.kind == "backfill"])
         active = self._active_runs(stored)
-        pending: list[tuple[ClaimRequest, str, Action, Any, str | None, str | None]] = []
+        newest = self._newest_superseding(stored, existing, covered)
+        decided: list[_Decided] = []
         results: list[ClaimResult | None] = []
-        for request in self._requests:
+        for index, request in enumerate(self._requests):
             trigger = stored.get(request.trigger_id)
             outcome = self._check(request, trigger)
             if outcome is not None:
@@ -116,28 +85,36 @@ class ClaimBatch:
                 continue
             if not isinstance(trigger, Trigger):  # _check answered the other cases
                 continue
+            results.append(None)
             key = idempotency_key(request.trigger_id, request.occurrence_at, request.manual_key)
             identity = (request.trigger_id, request.occurrence_at, request.manual_key)
-            decided = request.kind == "scheduled" and request.occurrence_at <= trigger.watermark_at
-            if decided or identity in existing or key in existing_keys:
+            seen = identity in existing or key in existing_keys
+            if seen or self._decided_before(request, trigger):
                 self._advance(request)
-                pending.append((request, key, Action.DUPLICATE, None, None, None))
-                results.append(None)
+                decided.append(_Decided(request, key, Action.DUPLICATE))
+                continue
+            if (request.trigger_id, request.occurrence_at) in covered:
+                decided.append(_Decided(request, key, Action.DUPLICATE))
+                continue
+            if request.kind == "backfill" and request.occurrence_at > trigger.watermark_at:
+                decided.append(_Decided(request, key, Action.IGNORED))
                 continue
             existing.add(identity)
             existing_keys.add(key)
-            decision, reservation, supersedes = self._decide(trigger, request, active)
-            if decision.action is not Action.IGNORED:
-                self._advance(request)
-                self._rows.append(
-                    self._row(trigger, request, key, decision, reservation, supersedes)
-                )
-            pending.append(
-                (request, key, decision.action, decision.reason, reservation, supersedes)
+            replaced = newest.get(trigger.id, index) > index and _overlap(request, trigger) is (
+                Overlap.SUPERSEDE
             )
-            results.append(None)
+            item = self._decide(trigger, request, key, active, replaced=replaced)
+            if item.action is not Action.IGNORED:
+                self._advance(request)
+                self._rows.append(self._row(trigger, item))
+            decided.append(item)
         self._write(stored)
-        return self._finish(results, pending, stored)
+        return self._finish(results, decided, stored)
+
+    @staticmethod
+    def _decided_before(request: ClaimRequest, trigger: Trigger) -> bool:
+        return request.kind == "scheduled" and request.occurrence_at <= trigger.watermark_at
 
     def _check(
         self, request: ClaimRequest, trigger: Trigger | StoreError | None
@@ -158,20 +135,57 @@ class ClaimBatch:
             )
         return None
 
+    def _newest_superseding(
+        self,
+        stored: Mapping[str, Trigger | StoreError],
+        existing: set[tuple[str, datetime, str]],
+        covered: set[tuple[str, datetime]],
+    ) -> dict[str, int]:
+        """Per trigger, the index of the last request the `supersede` policy will
+        decide; every earlier supersede request of that trigger is replaced by it."""
+        newest: dict[str, int] = {}
+        for index, request in enumerate(self._requests):
+            trigger = stored.get(request.trigger_id)
+            if (
+                not isinstance(trigger, Trigger)
+                or trigger.retired
+                or trigger.revision != request.expected_revision
+                or _overlap(request, trigger) is not Overlap.SUPERSEDE
+                or self._decided_before(request, trigger)
+                or (request.trigger_id, request.occurrence_at, request.manual_key) in existing
+                or (request.trigger_id, request.occurrence_at) in covered
+                or (request.kind == "backfill" and request.occurrence_at > trigger.watermark_at)
+                or (
+                    request.kind == "scheduled"
+                    and blocks_new_claims(trigger, Counters.of(trigger)) is not None
+                )
+            ):
+                continue
+            newest[trigger.id] = index
+        return newest
+
     def _decide(
-        self, trigger: Trigger, request: ClaimRequest, active: dict[str, list[str | None]]
-    ) -> tuple[Any, str | None, str | None]:
+        self,
+        trigger: Trigger,
+        request: ClaimRequest,
+        key: str,
+        active: dict[str, list[str | None]],
+        *,
+        replaced: bool,
+    ) -> _Decided:
         counters = self._counters.setdefault(trigger.id, Counters.of(trigger))
         runs = active.setdefault(trigger.id, [])
         has_run = bool(runs) and all(run_id is not None for run_id in runs)
-        decision = decide(trigger, counters, request, active_has_run=has_run)
+        decision: Decision = decide(
+            trigger, counters, request, active_has_run=has_run, replaced=replaced
+        )
         reservation = supersedes = None
         if decision.action in (Action.FIRE, Action.SUPERSEDE):
-            reservation = _reservation()
+            reservation = new_reservation()
             if decision.action is Action.SUPERSEDE:
                 supersedes = runs[-1]
             runs.append(None)
-        return decision, reservation, supersedes
+        return _Decided(request, key, decision.action, decision.reason, reservation, supersedes)
 
     def _advance(self, request: ClaimRequest) -> None:
         if request.kind != "scheduled":
@@ -180,40 +194,28 @@ class ClaimBatch:
         if current is None or request.occurrence_at > current:
             self._watermarks[request.trigger_id] = request.occurrence_at
 
-    def _row(
-        self,
-        trigger: Trigger,
-        request: ClaimRequest,
-        key: str,
-        decision: Any,
-        reservation: str | None,
-        supersedes: str | None,
-    ) -> dict[str, Any]:
-        launching = reservation is not None
-        outcome = {
-            Action.FIRE: Outcome.LAUNCHING,
-            Action.SUPERSEDE: Outcome.LAUNCHING,
-            Action.SKIP: Outcome.SKIPPED,
-            Action.BUFFER: Outcome.BUFFERED,
-        }[decision.action]
+    def _row(self, trigger: Trigger, item: _Decided) -> dict[str, Any]:
+        launching = item.reservation is not None
+        outcome = _OUTCOMES[item.action]
+        request = item.request
         return {
             "trigger_id": trigger.id,
             "occurrence_at": request.occurrence_at,
             "last_occurrence_at": None,
             "count": 1,
             "manual_key": request.manual_key,
-            "idempotency_key": key,
+            "idempotency_key": item.key,
             "kind": request.kind,
             "outcome": outcome.value,
-            "reason": decision.reason.value if decision.reason else None,
+            "reason": item.reason.value if item.reason else None,
             "revision": trigger.revision,
             "host": self._host,
             "claimed_at": self._now,
-            "settled_at": self._now if outcome is Outcome.SKIPPED else None,
-            "reservation": reservation,
+            "settled_at": self._now if outcome in (Outcome.SKIPPED, Outcome.SUPERSEDED) else None,
+            "reservation": item.reservation,
             "lease_owner": self._owner if launching else None,
             "lease_expires_at": self._lease_expires_at if launching else None,
-            "supersedes_run_id": supersedes,
+            "supersedes_run_id": item.supersedes,
         }
 
     def _existing(self) -> tuple[set[tuple[str, datetime, str]], set[str]]:
@@ -318,18 +320,17 @@ class ClaimBatch:
     def _finish(
         self,
         results: list[ClaimResult | None],
-        pending: list[tuple[ClaimRequest, str, Action, Any, str | None, str | None]],
+        decided: list[_Decided],
         stored: Mapping[str, Trigger | StoreError],
     ) -> list[ClaimResult]:
         snapshots: dict[str, Trigger] = {}
         for trigger_id, trigger in stored.items():
             if not isinstance(trigger, Trigger):
                 continue
-            counters = self._counters.get(trigger_id)
+            counters = self._counters.get(trigger_id) or Counters.of(trigger)
             watermark = max(
                 trigger.watermark_at, self._watermarks.get(trigger_id, trigger.watermark_at)
             )
-            counters = counters or Counters.of(trigger)
             snapshots[trigger_id] = dataclasses.replace(
                 trigger,
                 watermark_at=watermark,
@@ -337,262 +338,29 @@ class ClaimBatch:
                 buffered_count=counters.buffered_count,
                 runs_launched=counters.runs_launched,
             )
-        decided = iter(pending)
+        items = iter(decided)
         final: list[ClaimResult] = []
         for result in results:
             if result is not None:
                 final.append(result)
                 continue
-            request, key, action, reason, reservation, supersedes = next(decided)
+            item = next(items)
+            request = item.request
             final.append(
                 Claim(
                     trigger=snapshots[request.trigger_id],
                     occurrence_at=request.occurrence_at,
-                    action=action,
-                    idempotency_key=key,
+                    action=item.action,
+                    idempotency_key=item.key,
                     kind=request.kind,
                     manual_key=request.manual_key,
-                    reason=reason,
-                    reservation=reservation,
-                    supersedes_run_id=supersedes,
+                    reason=item.reason,
+                    reservation=item.reservation,
+                    supersedes_run_id=item.supersedes,
                 )
             )
         return final
 
 
-def record_range(conn: Connection, item: RangeRecord, now: datetime) -> TriggersError | None:
-    """Record one range, extending the trigger's open range row when it continues it."""
-    stored = lock_triggers(conn, [item.trigger_id]).get(item.trigger_id)
-    if stored is None:
-        return UnknownTriggerError(f"no trigger {item.trigger_id!r}", trigger_id=item.trigger_id)
-    if isinstance(stored, StoreError):
-        return stored
-    if stored.revision != item.expected_revision:
-        return RevisionMismatchError(
-            f"trigger {stored.id!r} is at revision {stored.revision}, not {item.expected_revision}",
-            trigger_id=stored.id,
-        )
-    if stored.watermark_at != item.after:
-        return WatermarkMovedError(
-            f"trigger {stored.id!r} watermark moved since it was read",
-            trigger_id=stored.id,
-        )
-    open_id = conn.execute(
-        sa.select(triggers.c.open_range_id).where(triggers.c.id == item.trigger_id)
-    ).scalar()
-    extended = False
-    if open_id is not None:
-        extended = bool(
-            conn.execute(
-                fires.update()
-                .where(
-                    fires.c.id == open_id,
-                    fires.c.outcome == item.outcome.value,
-                    fires.c.reason == item.reason.value,
-                    sa.func.coalesce(fires.c.last_occurrence_at, fires.c.occurrence_at)
-                    < item.first_at,
-                )
-                .values(
-                    last_occurrence_at=item.last_at,
-                    count=fires.c.count + item.count,
-                    settled_at=now,
-                )
-            ).rowcount
-        )
-    if not extended:
-        open_id = conn.execute(
-            fires.insert()
-            .values(
-                trigger_id=item.trigger_id,
-                occurrence_at=item.first_at,
-                last_occurrence_at=item.last_at if item.count > 1 else None,
-                count=item.count,
-                outcome=item.outcome.value,
-                reason=item.reason.value,
-                revision=stored.revision,
-                claimed_at=now,
-                settled_at=now,
-            )
-            .returning(fires.c.id)
-        ).scalar_one()
-    conn.execute(
-        triggers.update()
-        .where(triggers.c.id == item.trigger_id)
-        .values(
-            watermark_at=max(stored.watermark_at, item.last_at),
-            open_range_id=open_id,
-            updated_at=now,
-        )
-    )
-    return None
-
-
-def take_expired(
-    conn: Connection, *, owner: str, host: str, now: datetime, lease: timedelta, limit: int
-) -> list[Claim]:
-    """Re-reserve launches whose lease expired (their daemon died, or a start failed)."""
-    rows = (
-        conn.execute(
-            sa.select(fires)
-            .where(fires.c.outcome == Outcome.LAUNCHING.value, fires.c.lease_expires_at <= now)
-            .order_by(fires.c.occurrence_at)
-            .limit(limit)
-            .with_for_update(skip_locked=True)
-        )
-        .mappings()
-        .all()
-    )
-    if not rows:
-        return []
-    stored = lock_triggers(conn, sorted({row["trigger_id"] for row in rows}))
-    claims = []
-    for row in rows:
-        trigger = stored.get(row["trigger_id"])
-        if not isinstance(trigger, Trigger):
-            continue
-        reservation = _reservation()
-        updated = conn.execute(
-            fires.update()
-            .where(fires.c.id == row["id"], fires.c.reservation == row["reservation"])
-            .values(
-                reservation=reservation, lease_owner=owner, host=host, lease_expires_at=now + lease
-            )
-        ).rowcount
-        if updated:
-            claims.append(_pending_claim(trigger, row, reservation))
-    return claims
-
-
-def promote_buffered(
-    conn: Connection, *, owner: str, host: str, now: datetime, lease: timedelta
-) -> list[Claim]:
-    """Turn the oldest buffered occurrences into launches where a run slot is free."""
-    candidates = (
-        conn.execute(
-            sa.select(triggers.c.id).where(triggers.c.buffered_count > 0).order_by(triggers.c.id)
-        )
-        .scalars()
-        .all()
-    )
-    if not candidates:
-        return []
-    claims: list[Claim] = []
-    for trigger_id, trigger in lock_triggers(conn, candidates).items():
-        if not isinstance(trigger, Trigger) or not trigger.claimable:
-            continue
-        capacity = trigger.spec.max_active if trigger.spec.overlap is Overlap.ALLOW else 1
-        free = capacity - trigger.active_count
-        if free <= 0:
-            continue
-        rows = (
-            conn.execute(
-                sa.select(fires)
-                .where(fires.c.trigger_id == trigger_id, fires.c.outcome == Outcome.BUFFERED.value)
-                .order_by(fires.c.occurrence_at)
-                .limit(free)
-            )
-            .mappings()
-            .all()
-        )
-        for row in rows:
-            reservation = _reservation()
-            conn.execute(
-                fires.update()
-                .where(fires.c.id == row["id"])
-                .values(
-                    outcome=Outcome.LAUNCHING.value,
-                    reason=None,
-                    reservation=reservation,
-                    lease_owner=owner,
-                    host=host,
-                    lease_expires_at=now + lease,
-                    revision=trigger.revision,
-                )
-            )
-            claims.append(_pending_claim(trigger, row, reservation))
-        taken = len(rows)
-        conn.execute(
-            triggers.update()
-            .where(triggers.c.id == trigger_id)
-            .values(
-                active_count=triggers.c.active_count + taken,
-                # A counter that drifted from the ledger is corrected here.
-                buffered_count=triggers.c.buffered_count - taken if taken else 0,
-                runs_launched=triggers.c.runs_launched + taken,
-                updated_at=now,
-            )
-        )
-    return claims
-
-
-def _pending_claim(trigger: Trigger, row: Mapping[Any, Any], reservation: str) -> Claim:
-    supersedes = row["supersedes_run_id"]
-    return Claim(
-        trigger=trigger,
-        occurrence_at=row["occurrence_at"],
-        action=Action.SUPERSEDE if supersedes else Action.FIRE,
-        idempotency_key=row["idempotency_key"]
-        or idempotency_key(trigger.id, row["occurrence_at"], row["manual_key"]),
-        kind=row["kind"],
-        manual_key=row["manual_key"],
-        reservation=reservation,
-        supersedes_run_id=supersedes,
-    )
-
-
-def settle(
-    conn: Connection, settlements: Sequence[Settlement], now: datetime
-) -> list[FireRecord | None]:
-    """Record stopped runs; idempotent (only `launched` rows of that run change)."""
-    by_run: dict[str, Mapping[Any, Any]] = {}
-    # A superseded run may already be recorded `cancelled` by a monitor that saw
-    # the cancellation first; supersession is the truer outcome and wins.
-    live = [Outcome.LAUNCHED.value, Outcome.CANCELLED.value]
-    for part in chunks([s.run_id for s in settlements]):
-        for found in conn.execute(
-            sa.select(fires).where(fires.c.run_id.in_(part), fires.c.outcome.in_(live))
-        ).mappings():
-            by_run[found["run_id"]] = found
-    if not by_run:
-        return [None] * len(settlements)
-    stored = lock_triggers(conn, sorted({row["trigger_id"] for row in by_run.values()}))
-    deltas: dict[str, int] = {}
-    pauses: dict[str, str] = {}
-    results: list[FireRecord | None] = []
-    for settlement in settlements:
-        row = by_run.pop(settlement.run_id, None)
-        was = row["outcome"] if row is not None else None
-        if row is None or (was != Outcome.LAUNCHED.value and settlement.state != "superseded"):
-            results.append(None)
-            continue
-        updated = conn.execute(
-            fires.update()
-            .where(fires.c.id == row["id"], fires.c.outcome == was)
-            .values(outcome=settlement.state, settled_at=now, error=settlement.error)
-        ).rowcount
-        if not updated:
-            results.append(None)
-            continue
-        if was == Outcome.LAUNCHED.value:
-            deltas[row["trigger_id"]] = deltas.get(row["trigger_id"], 0) - 1
-        trigger = stored.get(row["trigger_id"])
-        if (
-            settlement.state == "failed"
-            and isinstance(trigger, Trigger)
-            and trigger.spec.pause_on_failure
-        ):
-            pauses.setdefault(trigger.id, settlement.error or f"run {settlement.run_id} failed")
-        record = _rows.fire_from_row(row)
-        results.append(
-            dataclasses.replace(
-                record, outcome=Outcome(settlement.state), settled_at=now, error=settlement.error
-            )
-        )
-    adjust_active(conn, deltas, now)
-    for trigger_id, note in sorted(pauses.items()):
-        conn.execute(
-            triggers.update()
-            .where(triggers.c.id == trigger_id)
-            .values(paused=True, pause_note=note, paused_at=now, updated_at=now)
-        )
-    return results
+def _overlap(request: ClaimRequest, trigger: Trigger) -> Overlap:
+    return request.overlap or trigger.spec.overlap

@@ -1,21 +1,30 @@
-"""The claim decision, shared by every store so they cannot disagree.
+"""The claim and buffer decisions, shared by every store so they cannot disagree.
 
-Pure: given the trigger's counters as the claiming transaction sees them, and one
-occurrence, say what happens to it. The caller applies the decision to its
-counters before deciding the next occurrence of the same batch.
+Pure: given a trigger's counters as the deciding transaction sees them, say what
+happens to one new occurrence (`decide`) or to the occurrences waiting in its
+buffer (`resolve_buffer`). The caller applies each decision to its counters
+before deciding the next occurrence of the same trigger.
+
+Occurrences an operator asked for (a manual fire, a backfill) are bounded by the
+operator's request, not by `max_buffer`: once buffered they wait their turn in
+order and are never dropped by a later policy. The trigger's own occurrences are
+resolved by its policy at the time they are processed, so a policy change
+applies to those still buffered.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
 
-from triggers.model import Action, Overlap, Reason, Trigger
+from triggers.model import Action, Outcome, Overlap, Reason, Trigger
 from triggers.store.protocol import ClaimRequest
 
 
 @dataclass(slots=True)
 class Counters:
-    """A trigger's mutable counters inside one claiming transaction."""
+    """A trigger's mutable counters inside one deciding transaction."""
 
     active_count: int
     buffered_count: int
@@ -32,29 +41,56 @@ class Decision:
     reason: Reason | None = None
 
 
+def capacity(overlap: Overlap, max_active: int) -> int:
+    """How many runs of a trigger may be active at once under `overlap`."""
+    return max_active if overlap is Overlap.ALLOW else 1
+
+
+def blocks_new_claims(trigger: Trigger, counters: Counters) -> Reason | None:
+    """Why the trigger takes no scheduled claim now, or None when it takes them."""
+    spec = trigger.spec
+    if not spec.enabled:
+        return Reason.DISABLED
+    if trigger.paused:
+        return Reason.PAUSED
+    if spec.max_runs is not None and counters.runs_launched >= spec.max_runs:
+        return Reason.MAX_RUNS
+    return None
+
+
 def decide(
     trigger: Trigger,
     counters: Counters,
     request: ClaimRequest,
     *,
     active_has_run: bool,
+    replaced: bool = False,
 ) -> Decision:
     """Decide one occurrence and update `counters` to reflect it.
 
     `active_has_run` says whether every active occurrence already has a run id: a
-    reservation has no run the runtime could cancel, so supersede waits for it.
+    reservation has no run the runtime could cancel, so supersede buffers behind
+    it. `replaced` says that a newer occurrence of the same batch supersedes this
+    one, which is then recorded `superseded` without ever starting.
     """
-    decision = _decide(trigger, counters, request, active_has_run=active_has_run)
+    decision = _decide(trigger, counters, request, active_has_run=active_has_run, replaced=replaced)
     if decision.action in (Action.FIRE, Action.SUPERSEDE):
         counters.active_count += 1
-        counters.runs_launched += 1
+        # `max_runs` counts the trigger's own launches; an operator's are extra.
+        if request.kind == "scheduled":
+            counters.runs_launched += 1
     elif decision.action is Action.BUFFER:
         counters.buffered_count += 1
     return decision
 
 
 def _decide(
-    trigger: Trigger, counters: Counters, request: ClaimRequest, *, active_has_run: bool
+    trigger: Trigger,
+    counters: Counters,
+    request: ClaimRequest,
+    *,
+    active_has_run: bool,
+    replaced: bool,
 ) -> Decision:
     spec = trigger.spec
     if trigger.retired:
@@ -62,32 +98,158 @@ def _decide(
     if request.kind == "scheduled":
         # Nothing is recorded here: the scheduler accounts for the occurrences of a
         # paused or disabled trigger as one skipped range, not row by row.
-        if not spec.enabled:
-            return Decision(Action.IGNORED, Reason.DISABLED)
-        if trigger.paused:
-            return Decision(Action.IGNORED, Reason.PAUSED)
-        if spec.max_runs is not None and counters.runs_launched >= spec.max_runs:
-            return Decision(Action.IGNORED, Reason.MAX_RUNS)
+        blocked = blocks_new_claims(trigger, counters)
+        if blocked is not None:
+            return Decision(Action.IGNORED, blocked)
     overlap = request.overlap or spec.overlap
-    capacity = spec.max_active if overlap is Overlap.ALLOW else 1
-    waiting = counters.buffered_count > 0 and overlap in (Overlap.BUFFER, Overlap.BUFFER_ALL)
-    if counters.active_count < capacity and not waiting:
+    if replaced:
+        return Decision(Action.SUPERSEDED, Reason.OVERLAP)
+    if request.overlap is Overlap.ALLOW:
+        # An operator asking for `allow` wants this run alongside the others: the
+        # trigger's `max_active` bounds its own occurrences, not this request.
         return Decision(Action.FIRE)
+    free = max(0, capacity(overlap, spec.max_active) - counters.active_count)
+    queued = counters.buffered_count if overlap in (Overlap.BUFFER, Overlap.BUFFER_ALL) else 0
+    if free and not queued:
+        return Decision(Action.FIRE)
+    # Older buffered occurrences take the free slots first; this one waits behind
+    # whatever is left of the buffer after that.
+    ahead = max(0, queued - free)
     match overlap:
         case Overlap.SKIP | Overlap.ALLOW:
             return Decision(Action.SKIP, Reason.OVERLAP)
         case Overlap.BUFFER:
-            # One slot: while it is taken, later occurrences are skipped.
-            if counters.buffered_count >= 1:
+            if ahead >= 1:
                 return Decision(Action.SKIP, Reason.OVERLAP)
             return Decision(Action.BUFFER, Reason.OVERLAP)
         case Overlap.BUFFER_ALL:
-            if counters.buffered_count >= spec.max_buffer:
+            if request.kind == "scheduled" and ahead >= spec.max_buffer:
                 return Decision(Action.SKIP, Reason.BUFFER_FULL)
             return Decision(Action.BUFFER, Reason.OVERLAP)
         case Overlap.SUPERSEDE:
-            if not active_has_run:
-                if counters.buffered_count >= 1:
-                    return Decision(Action.SKIP, Reason.OVERLAP)
-                return Decision(Action.BUFFER, Reason.OVERLAP)
-            return Decision(Action.SUPERSEDE)
+            if active_has_run:
+                return Decision(Action.SUPERSEDE)
+            # The next pending pass turns the newest of these into a supersede of
+            # the run once the reservation has one.
+            return Decision(Action.BUFFER, Reason.OVERLAP)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Waiting:
+    """A buffered occurrence, as the buffer resolution sees it."""
+
+    occurrence_at: datetime
+    operator: bool
+    """Asked for by an operator (manual fire, backfill), not produced by the schedule."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Active:
+    """An active (launching or launched) occurrence of the trigger."""
+
+    occurrence_at: datetime
+    run_id: str | None
+
+
+@dataclass(slots=True)
+class BufferPlan:
+    """What to do with each waiting occurrence, by its index in the input."""
+
+    launch: list[tuple[int, str | None]] = field(default_factory=list)
+    """Indexes to launch now, each with the run id it supersedes (or None)."""
+    drop: list[tuple[int, Outcome, Reason]] = field(default_factory=list)
+    keep: list[int] = field(default_factory=list)
+    scheduled_launches: int = 0
+
+
+def resolve_buffer(
+    trigger: Trigger, waiting: Sequence[Waiting], *, active: Sequence[Active]
+) -> BufferPlan:
+    """Resolve a trigger's buffer, oldest first, under its policy as it is now.
+
+    Order is kept: nothing launches while an older occurrence still waits. A
+    retired trigger drops its buffer (`disabled`); a disabled one drops its own
+    occurrences; a paused one holds its own occurrences until it resumes, while an
+    operator's keep going (they bypass pause). With a free run slot the oldest
+    launches. Otherwise, by policy: `skip` and `allow` drop the trigger's own
+    occurrences (`overlap`); `buffer` keeps one; `buffer_all` keeps up to
+    `max_buffer` (the rest `buffer_full`); `supersede` keeps only the newest (the
+    older ones, and any older than an active occurrence, are `superseded`) and
+    turns it into a supersede of the active run once that run has an id.
+    """
+    spec = trigger.spec
+    plan = BufferPlan()
+    free = max(0, capacity(spec.overlap, spec.max_active) - len(active))
+    runs_left = None if spec.max_runs is None else spec.max_runs - trigger.runs_launched
+    newest = _newest_own(waiting, active) if spec.overlap is Overlap.SUPERSEDE else None
+    queued = 0  # occurrences kept so far that later ones must wait behind
+    for index, item in enumerate(waiting):
+        if trigger.retired or (not spec.enabled and not item.operator):
+            plan.drop.append((index, Outcome.SKIPPED, Reason.DISABLED))
+            continue
+        if not item.operator:
+            if trigger.paused:
+                plan.keep.append(index)
+                continue
+            if runs_left is not None and runs_left <= 0:
+                plan.drop.append((index, Outcome.SKIPPED, Reason.MAX_RUNS))
+                continue
+            if spec.overlap is Overlap.SUPERSEDE and index != newest:
+                plan.drop.append((index, Outcome.SUPERSEDED, Reason.OVERLAP))
+                continue
+        if free and not queued:
+            plan.launch.append((index, None))
+            free -= 1
+            if not item.operator:
+                plan.scheduled_launches += 1
+                runs_left = None if runs_left is None else runs_left - 1
+            continue
+        if item.operator:
+            plan.keep.append(index)
+            queued += 1
+            continue
+        decision = _waiting_own(spec.overlap, spec.max_buffer, queued, active)
+        if decision.action is Action.SKIP:
+            plan.drop.append((index, Outcome.SKIPPED, decision.reason or Reason.OVERLAP))
+        elif decision.action is Action.BUFFER:
+            plan.keep.append(index)
+            queued += 1
+        else:
+            plan.launch.append((index, active[-1].run_id))
+            plan.scheduled_launches += 1
+            runs_left = None if runs_left is None else runs_left - 1
+    return plan
+
+
+def _waiting_own(
+    overlap: Overlap, max_buffer: int, queued: int, active: Sequence[Active]
+) -> Decision:
+    """Skip, keep buffered or supersede one of the trigger's own occurrences that
+    cannot launch freely."""
+    match overlap:
+        case Overlap.SKIP | Overlap.ALLOW:
+            return Decision(Action.SKIP, Reason.OVERLAP)
+        case Overlap.BUFFER:
+            if queued < min(1, max_buffer):
+                return Decision(Action.BUFFER)
+            return Decision(Action.SKIP, Reason.OVERLAP)
+        case Overlap.BUFFER_ALL:
+            if queued < max_buffer:
+                return Decision(Action.BUFFER)
+            return Decision(Action.SKIP, Reason.BUFFER_FULL)
+        case Overlap.SUPERSEDE:
+            if not queued and active and all(a.run_id is not None for a in active):
+                return Decision(Action.SUPERSEDE)
+            return Decision(Action.BUFFER)
+
+
+def _newest_own(waiting: Sequence[Waiting], active: Sequence[Active]) -> int | None:
+    """The index of the newest of the trigger's own waiting occurrences, unless an
+    active occurrence is newer still (it already superseded them all)."""
+    own = [i for i, item in enumerate(waiting) if not item.operator]
+    if not own:
+        return None
+    newest = max(own, key=lambda i: waiting[i].occurrence_at)
+    if any(a.occurrence_at > waiting[newest].occurrence_at for a in active):
+        return None
+    return newest

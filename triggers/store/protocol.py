@@ -79,6 +79,33 @@ class RangeRecord:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class RangePiece:
+    """Consecutive occurrences left of a range row once some are carved out of it."""
+
+    first_at: datetime
+    last_at: datetime
+    count: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RangeSplit:
+    """A backfill carving occurrences out of one `missed` or `skipped` ledger row.
+
+    The row, as the caller read it (`first_at`, `last_at`, `count`, `outcome`: the
+    fence), is replaced by `pieces`, the occurrences around the carved ones, each
+    with its count from the schedule; the carved occurrences are then claimed in
+    the same transaction, so each stays accounted for exactly once.
+    """
+
+    trigger_id: str
+    first_at: datetime
+    last_at: datetime
+    count: int
+    outcome: Outcome
+    pieces: tuple[RangePiece, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Launch:
     """A run the runner started for a claim."""
 
@@ -123,8 +150,12 @@ class HistoryQuery:
     trigger_id: str | None = None
     outcomes: frozenset[Outcome] = frozenset()
     since: datetime | None = None
+    """Rows whose occurrence (a range: its last one) is at or after this instant."""
     until: datetime | None = None
+    """Rows whose occurrence (a range: its first one) is at or before this instant."""
     limit: int = 100
+    include_manual: bool = True
+    """False: only the schedule's occurrences (what a backfill may carve from)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -181,18 +212,32 @@ class TriggerStore(Protocol):
         host: str,
         now: datetime,
         lease: timedelta,
+        splits: Sequence[RangeSplit] = (),
     ) -> list[ClaimResult]:
         """Decide and record each occurrence (fire, skip, buffer, supersede), atomically.
 
         Requests are decided in order, so a later occurrence of a trigger sees the
         run an earlier one of the batch launched. A fire or supersede takes a
-        reservation lease before any run exists. A scheduled claim moves the
-        trigger's watermark forward to its occurrence. An occurrence already in
-        the ledger, or a scheduled occurrence at or before the trigger's watermark
-        (decided before, perhaps inside a range row), answers `Action.DUPLICATE` and
-        changes nothing. Per request,
-        the result is the Claim or the error: RevisionMismatchError when the
-        declaration changed since `expected_revision`; UnknownTriggerError."""
+        reservation lease before any run exists. When several occurrences of a
+        trigger whose policy is `supersede` are due in one batch, only the newest
+        is decided by the policy; the earlier ones are `superseded` (reason
+        `overlap`) without ever starting. A scheduled claim moves the trigger's
+        watermark forward to its occurrence. An occurrence already in the ledger
+        (its own row or inside a range row), or a scheduled occurrence at or before
+        the trigger's watermark, answers `Action.DUPLICATE` and changes nothing. A
+        backfill occurrence after the watermark is the scheduler's to decide: it
+        answers `Action.IGNORED`. Only scheduled launches count toward `max_runs`;
+        an operator's `allow` override launches whatever `max_active` says, and an
+        operator's buffered occurrences are not bounded by `max_buffer`.
+
+        `splits` are applied first, in the same transaction (see RangeSplit).
+
+        Per request, the result is the Claim or the error: RevisionMismatchError
+        when the declaration changed since `expected_revision`; UnknownTriggerError.
+
+        Raises:
+            LedgerChangedError: a split's row is no longer as the caller read it;
+                nothing was written."""
         ...
 
     def record_ranges(
@@ -225,8 +270,11 @@ class TriggerStore(Protocol):
     def take_pending(
         self, *, owner: str, host: str, now: datetime, lease: timedelta, limit: int = 500
     ) -> list[Claim]:
-        """Re-reserve launches whose lease expired, and promote buffered occurrences of
-        triggers that can take a run now; each comes back as a fire claim."""
+        """Re-reserve launches whose lease expired, and resolve every buffer under its
+        trigger's current policy; each launch comes back as a claim (fire, or a
+        supersede of the active run). What the policy drops from a buffer is settled
+        with its reason (`overlap`, `buffer_full`, `disabled`, `max_runs`), or
+        `superseded` by a newer occurrence."""
         ...
 
     def record_settled(
@@ -247,7 +295,7 @@ class TriggerStore(Protocol):
         ...
 
     def last_records(self) -> dict[str, FireRecord]:
-        """The newest ledger row of each trigger."""
+        """The ledger row of each trigger's newest occurrence (a range by its last)."""
         ...
 
     def heartbeat(self, beat: Heartbeat) -> None:

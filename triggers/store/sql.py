@@ -31,15 +31,11 @@ from triggers.errors import (
 )
 from triggers.model import FireRecord, Outcome, Trigger, TriggerSpec
 from triggers.store import _rows
-from triggers.store._claims import (
-    ClaimBatch,
-    adjust_active,
-    fire_key,
-    promote_buffered,
-    record_range,
-    settle,
-    take_expired,
-)
+from triggers.store._claims import ClaimBatch
+from triggers.store._pending import promote_buffered, take_expired
+from triggers.store._ranges import record_range
+from triggers.store._settle import settle
+from triggers.store._shared import adjust_active, fire_key
 from triggers.store.protocol import (
     ActiveRun,
     ApplyResult,
@@ -50,6 +46,7 @@ from triggers.store.protocol import (
     HistoryQuery,
     Launch,
     RangeRecord,
+    RangeSplit,
     Settlement,
 )
 from triggers.store.schema import fires, heartbeats, triggers
@@ -180,11 +177,14 @@ class SqlTriggerStore:
         host: str,
         now: datetime,
         lease: timedelta,
+        splits: Sequence[RangeSplit] = (),
     ) -> list[ClaimResult]:
         if not requests:
             return []
         with self._write() as conn:
-            batch = ClaimBatch(conn, requests, owner=owner, host=host, now=now, lease=lease)
+            batch = ClaimBatch(
+                conn, requests, owner=owner, host=host, now=now, lease=lease, splits=splits
+            )
             return batch.run()
 
     def record_ranges(
@@ -328,6 +328,8 @@ class SqlTriggerStore:
             )
         if query.until is not None:
             statement = statement.where(fires.c.occurrence_at <= query.until)
+        if not query.include_manual:
+            statement = statement.where(fires.c.manual_key == "")
         statement = statement.order_by(fires.c.occurrence_at.desc(), fires.c.id.desc())
         statement = statement.limit(query.limit)
         with self._read() as conn:
@@ -335,15 +337,22 @@ class SqlTriggerStore:
         return [_rows.fire_from_row(row) for row in rows]
 
     def last_records(self) -> dict[str, FireRecord]:
-        newest = (
-            sa.select(sa.func.max(fires.c.id).label("id")).group_by(fires.c.trigger_id).subquery()
-        )
-        with self._read() as conn:
-            rows = (
-                conn.execute(sa.select(fires).join(newest, fires.c.id == newest.c.id))
-                .mappings()
-                .all()
+        # By occurrence, not by insertion: a backfill inserts rows for old occurrences.
+        ranked = sa.select(
+            fires.c.id,
+            sa.func.row_number()
+            .over(
+                partition_by=fires.c.trigger_id,
+                order_by=(
+                    sa.func.coalesce(fires.c.last_occurrence_at, fires.c.occurrence_at).desc(),
+                    fires.c.id.desc(),
+                ),
             )
+            .label("rank"),
+        ).subquery()
+        newest = sa.select(ranked.c.id).where(ranked.c.rank == 1)
+        with self._read() as conn:
+            rows = conn.execute(sa.select(fires).where(fires.c.id.in_(newest))).mappings().all()
         return {row["trigger_id"]: _rows.fire_from_row(row) for row in rows}
 
     def heartbeat(self, beat: Heartbeat) -> None:

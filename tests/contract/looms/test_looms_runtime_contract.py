@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -23,6 +24,7 @@ from looms_runtime import (
     UnknownFlowError,
 )
 from looms_runtime.schema import events, snapshots
+from looms_runtime.testing import ManualClock
 from tests.contract.looms.fixtures import MakeRuntime
 
 EMPTY = {"kind": "steps", "steps": []}
@@ -204,15 +206,24 @@ def test_runs_started_before_start_run_once_the_runtime_starts(make_runtime: Mak
     assert runtime.wait_settled(handle.run_id, 10).status == "completed"
 
 
-def test_durable_sleep_completes_and_records_its_wake_time(make_runtime: MakeRuntime) -> None:
-    runtime = make_runtime()
+def test_durable_sleep_wakes_at_its_recorded_time(make_runtime: MakeRuntime) -> None:
+    clock = ManualClock(datetime(2030, 1, 1, tzinfo=UTC))
+    runtime = make_runtime(clock=clock)
     runtime.start()
     version = runtime.register_flow("nap", NAP)
     handle = runtime.start_run(request(version, "k1", flow="nap"))
+    wake_at = clock() + timedelta(milliseconds=50)
+    pause = threading.Event()
+    while runtime.inspect_run(handle.run_id).next_wake_at is None:
+        pause.wait(0.01)
+
+    assert runtime.inspect_run(handle.run_id).next_wake_at == wake_at
+    clock.advance(timedelta(milliseconds=50))
+    runtime.rescan_timers()
 
     assert runtime.wait_settled(handle.run_id, 10).status == "completed"
-    started = next(e for e in runtime.get_events(handle.run_id) if e.type == "wait_started")
-    assert started.payload["until"] >= started.created_at.timestamp() * 1000 + 50 - 1
+    finished = runtime.get_events(handle.run_id)[-2]
+    assert (finished.type, finished.created_at) == ("wait_finished", wake_at)
 
 
 def test_signal_completes_a_waiting_step_once_per_key(make_runtime: MakeRuntime) -> None:

@@ -1,0 +1,297 @@
+"""Dispatch of due triggers: plan, record what did not launch, claim, hand over.
+
+A tick owes the store two short transactions at most (the ranges that did not
+launch, then every claim of the tick), whatever the number of triggers due; the
+launches happen on the launcher's threads and the tick never waits for them.
+
+A claim is fenced on the revision its occurrences were computed from. When the
+declaration changed in between (revision mismatch) or another daemon decided
+first (watermark moved), the trigger is re-read once and decided again from the
+new declaration; a second mismatch waits for the next tick.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+import structlog
+
+from triggers.clock import Clock, iso
+from triggers.errors import (
+    RevisionMismatchError,
+    ScheduleError,
+    TriggersError,
+    WatermarkMovedError,
+)
+from triggers.metrics import Metrics
+from triggers.model import Action, Catchup, Outcome
+from triggers.scheduler.launcher import Launcher
+from triggers.scheduler.occurrences import DuePlan, plan_due
+from triggers.scheduler.timetable import Entry, Timetable
+from triggers.store.protocol import Claim, ClaimRequest, RangeRecord, TriggerStore
+
+log = structlog.get_logger()
+
+_RETRY_AFTER = timedelta(seconds=1)
+# A catch-up this large is worth a human's look (Kubernetes warns past 100 missed).
+_LARGE_CATCHUP = 100
+
+
+@dataclass(slots=True)
+class TickReport:
+    """What one tick did (for logs, tests and benchmarks)."""
+
+    claimed: int = 0
+    launched: int = 0
+    ranges: int = 0
+    errors: int = 0
+    polled: bool = False
+    outcomes: dict[str, int] = field(default_factory=dict)
+
+
+class Dispatcher:
+    """Decides the occurrences of due triggers through the store (see the module doc)."""
+
+    def __init__(
+        self,
+        *,
+        store: TriggerStore,
+        clock: Clock,
+        timetable: Timetable,
+        launcher: Launcher,
+        metrics: Metrics,
+        owner: str,
+        host: str,
+        lease: timedelta,
+        plan_limit: int,
+    ) -> None:
+        self._store = store
+        self._clock = clock
+        self._timetable = timetable
+        self._launcher = launcher
+        self._metrics = metrics
+        self._owner = owner
+        self._host = host
+        self._lease = lease
+        self._plan_limit = plan_limit
+
+    def process(self, due: list[Entry], report: TickReport, *, refreshed: bool = False) -> None:
+        """Plan, record and claim the occurrences of `due` entries, then reschedule them."""
+        plans: dict[str, DuePlan] = {}
+        ranges: list[RangeRecord] = []
+        requests: list[ClaimRequest] = []
+        for entry in due:
+            trigger = entry.trigger
+            with structlog.contextvars.bound_contextvars(trigger_id=trigger.id):
+                try:
+                    plan = self._plan(entry)
+                except Exception:
+                    log.exception("plan_failed")
+                    report.errors += 1
+                    self._timetable.reschedule(entry, at=self._clock.now() + _RETRY_AFTER)
+                    continue
+            plans[trigger.id] = plan
+            if len(plan.dispatch) > _LARGE_CATCHUP:
+                log.warning(
+                    "catchup_large",
+                    trigger_id=trigger.id,
+                    count=len(plan.dispatch),
+                    first_at=iso(plan.dispatch[0]),
+                    last_at=iso(plan.dispatch[-1]),
+                    hint="each meets the overlap policy; narrow catchup.window or use latest",
+                )
+            after = entry.watermark_at
+            for missed in plan.missed:
+                ranges.append(
+                    RangeRecord(
+                        trigger_id=trigger.id,
+                        expected_revision=trigger.revision,
+                        after=after,
+                        first_at=missed.first_at,
+                        last_at=missed.last_at,
+                        count=missed.count,
+                        outcome=Outcome.MISSED,
+                        reason=missed.reason,
+                    )
+                )
+                after = missed.last_at
+            requests.extend(
+                ClaimRequest(
+                    trigger_id=trigger.id,
+                    occurrence_at=occurrence,
+                    expected_revision=trigger.revision,
+                )
+                for occurrence in plan.dispatch
+            )
+        stale = self.record_ranges(ranges, report)
+        requests = [r for r in requests if r.trigger_id not in stale]
+        if requests:
+            stale |= self._claim(requests, report)
+        for entry in due:
+            self._settle_entry(entry, plans.get(entry.trigger.id), stale)
+        if stale:
+            self._refresh(stale, report, decide=not refreshed)
+
+    def _plan(self, entry: Entry) -> DuePlan:
+        if entry.schedule is None:
+            raise ScheduleError("trigger has no valid schedule")
+        spec = entry.trigger.spec
+        # A jittered occurrence is due late on purpose; that delay is not downtime.
+        catchup = Catchup(
+            policy=spec.catchup.policy,
+            window=spec.catchup.window,
+            grace=spec.catchup.grace + spec.jitter,
+        )
+        return plan_due(
+            entry.schedule,
+            watermark_at=entry.watermark_at,
+            now=self._clock.now(),
+            catchup=catchup,
+            limit=self._plan_limit,
+        )
+
+    def record_ranges(self, ranges: list[RangeRecord], report: TickReport) -> set[str]:
+        """Record ranges; returns the triggers whose plan went stale."""
+        if not ranges:
+            return set()
+        stale: set[str] = set()
+        try:
+            results = self._store.record_ranges(ranges, now=self._clock.now())
+        except TriggersError as exc:
+            log.warning("ranges_failed", count=len(ranges), error=str(exc), error_code=exc.code)
+            report.errors += 1
+            return {r.trigger_id for r in ranges}
+        for item, error in zip(ranges, results, strict=True):
+            if error is None:
+                report.ranges += 1
+                self._metrics.fired(item.outcome.value, item.count)
+                log.info(
+                    "occurrences_missed"
+                    if item.outcome is Outcome.MISSED
+                    else "occurrences_skipped",
+                    trigger_id=item.trigger_id,
+                    first_at=iso(item.first_at),
+                    last_at=iso(item.last_at),
+                    count=item.count,
+                    reason=item.reason.value,
+                )
+                entry = self._timetable.entries.get(item.trigger_id)
+                if entry is not None:
+                    entry.watermark_at = max(entry.watermark_at, item.last_at)
+            else:
+                stale.add(item.trigger_id)
+                _log_store_error(error, item.trigger_id)
+        return stale
+
+    def _claim(self, requests: list[ClaimRequest], report: TickReport) -> set[str]:
+        """Claim every request in one batch; returns the triggers whose plan went stale."""
+        now = self._clock.now()
+        try:
+            results = self._store.claim(
+                requests,
+                owner=self._owner,
+                host=self._host,
+                now=now,
+                lease=self._lease,
+            )
+        except TriggersError as exc:
+            log.warning("claim_failed", count=len(requests), error=str(exc), error_code=exc.code)
+            report.errors += 1
+            return {r.trigger_id for r in requests}
+        stale: set[str] = set()
+        launches: list[Claim] = []
+        for request, result in zip(requests, results, strict=True):
+            if isinstance(result, TriggersError):
+                stale.add(request.trigger_id)
+                _log_store_error(result, request.trigger_id)
+                continue
+            report.claimed += 1
+            entry = self._timetable.entries.get(request.trigger_id)
+            if entry is not None:
+                entry.trigger = result.trigger
+                if result.action is Action.IGNORED:
+                    # Paused, disabled or done since it was listed: nothing was decided,
+                    # so the watermark stays and the trigger is re-read.
+                    stale.add(request.trigger_id)
+                else:
+                    entry.watermark_at = max(entry.watermark_at, request.occurrence_at)
+            self._account(result)
+            if result.launches:
+                launches.append(result)
+        if launches:
+            report.launched += len(launches)
+            self._launcher.submit(launches)
+        return stale
+
+    def _account(self, claim: Claim) -> None:
+        action = claim.action
+        if action in (Action.FIRE, Action.SUPERSEDE, Action.DUPLICATE):
+            return
+        reason = claim.reason.value if claim.reason else None
+        if action is Action.IGNORED:
+            log.info(
+                "claim_ignored",
+                trigger_id=claim.trigger_id,
+                occurrence_at=iso(claim.occurrence_at),
+                reason=reason,
+            )
+            return
+        outcome, event = _RECORDED[action]
+        self._metrics.fired(outcome.value)
+        log.info(
+            event,
+            trigger_id=claim.trigger_id,
+            occurrence_at=iso(claim.occurrence_at),
+            reason=reason,
+        )
+
+    def _settle_entry(self, entry: Entry, plan: DuePlan | None, stale: set[str]) -> None:
+        if entry.trigger.id in stale or plan is None:
+            if entry.due_at is None:
+                self._timetable.reschedule(entry, at=self._clock.now() + _RETRY_AFTER)
+            return
+        entry.watermark_at = max(entry.watermark_at, plan.watermark_at)
+        if plan.truncated:
+            self._timetable.reschedule(entry, at=self._clock.now())
+        else:
+            self._timetable.reschedule(entry)
+
+    def _refresh(self, trigger_ids: set[str], report: TickReport, *, decide: bool) -> None:
+        """Re-read triggers whose declaration or watermark moved, and decide again once.
+
+        After a second mismatch the entries are only re-read: the next tick decides
+        from them, so it does not fail once more on what this one already learnt."""
+        again = []
+        for trigger_id in sorted(trigger_ids):
+            try:
+                trigger = self._store.get_trigger(trigger_id)
+            except TriggersError as exc:
+                log.warning("trigger_reload_failed", trigger_id=trigger_id, error=str(exc))
+                continue
+            if trigger is None:
+                self._timetable.entries.pop(trigger_id, None)
+                continue
+            entry = self._timetable.sync(trigger)
+            if not self._timetable.take_if_due(entry, self._clock.now()):
+                continue
+            if decide:
+                again.append(entry)
+            else:
+                self._timetable.reschedule(entry, at=self._clock.now() + _RETRY_AFTER)
+        if again:
+            self.process(again, report, refreshed=True)
+
+
+_RECORDED = {
+    Action.SKIP: (Outcome.SKIPPED, "occurrence_skipped"),
+    Action.BUFFER: (Outcome.BUFFERED, "occurrence_buffered"),
+    Action.SUPERSEDED: (Outcome.SUPERSEDED, "occurrence_superseded"),
+}
+
+
+def _log_store_error(error: TriggersError, trigger_id: str) -> None:
+    if isinstance(error, RevisionMismatchError | WatermarkMovedError):
+        log.info("claim_stale", trigger_id=trigger_id, error_code=error.code, error=str(error))
+    else:
+        log.warning("claim_refused", trigger_id=trigger_id, error_code=error.code, error=str(error))

@@ -1,0 +1,180 @@
+"""The SQL store's pending pass: expired reservations and buffered occurrences.
+
+Runs inside the caller's write transaction; trigger rows are locked before
+ledger rows, as on every write path. `triggers.buffered_count` is recomputed
+from the ledger for every trigger looked at, so a counter that drifted heals.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from triggers.model import Action, Outcome, Trigger, idempotency_key
+from triggers.store._decide import Active, BufferPlan, Waiting, resolve_buffer
+from triggers.store._shared import lock_triggers, new_reservation
+from triggers.store.protocol import Claim
+from triggers.store.schema import fires, triggers
+
+_ACTIVE = (Outcome.LAUNCHING.value, Outcome.LAUNCHED.value)
+
+
+def take_expired(
+    conn: Connection, *, owner: str, host: str, now: datetime, lease: timedelta, limit: int
+) -> list[Claim]:
+    """Re-reserve launches whose lease expired (their daemon died, or a start failed)."""
+    rows = (
+        conn.execute(
+            sa.select(fires)
+            .where(fires.c.outcome == Outcome.LAUNCHING.value, fires.c.lease_expires_at <= now)
+            .order_by(fires.c.occurrence_at)
+            .limit(limit)
+            .with_for_update(skip_locked=True)
+        )
+        .mappings()
+        .all()
+    )
+    if not rows:
+        return []
+    stored = lock_triggers(conn, sorted({row["trigger_id"] for row in rows}))
+    claims = []
+    for row in rows:
+        trigger = stored.get(row["trigger_id"])
+        if not isinstance(trigger, Trigger):
+            continue
+        reservation = new_reservation()
+        updated = conn.execute(
+            fires.update()
+            .where(fires.c.id == row["id"], fires.c.reservation == row["reservation"])
+            .values(
+                reservation=reservation, lease_owner=owner, host=host, lease_expires_at=now + lease
+            )
+        ).rowcount
+        if updated:
+            claims.append(pending_claim(trigger, row, reservation))
+    return claims
+
+
+def promote_buffered(
+    conn: Connection, *, owner: str, host: str, now: datetime, lease: timedelta
+) -> list[Claim]:
+    """Resolve the buffer of every trigger that has one, under its current policy.
+
+    Launches come back as claims (fire, or supersede of the active run); the
+    occurrences the policy drops are settled in the ledger with their reason.
+    """
+    buffered = sa.select(fires.c.trigger_id).where(fires.c.outcome == Outcome.BUFFERED.value)
+    with_rows = set(conn.execute(buffered.distinct()).scalars())
+    counted = set(
+        conn.execute(sa.select(triggers.c.id).where(triggers.c.buffered_count != 0)).scalars()
+    )
+    if not with_rows and not counted:
+        return []
+    claims: list[Claim] = []
+    for trigger in lock_triggers(conn, sorted(with_rows | counted)).values():
+        if not isinstance(trigger, Trigger):
+            continue
+        claims += _resolve_one(conn, trigger, owner=owner, host=host, now=now, lease=lease)
+    return claims
+
+
+def _resolve_one(
+    conn: Connection, trigger: Trigger, *, owner: str, host: str, now: datetime, lease: timedelta
+) -> list[Claim]:
+    waiting_rows = (
+        conn.execute(
+            sa.select(fires)
+            .where(fires.c.trigger_id == trigger.id, fires.c.outcome == Outcome.BUFFERED.value)
+            .order_by(fires.c.occurrence_at, fires.c.id)
+        )
+        .mappings()
+        .all()
+    )
+    active = [
+        Active(occurrence_at=row.occurrence_at, run_id=row.run_id)
+        for row in conn.execute(
+            sa.select(fires.c.occurrence_at, fires.c.run_id)
+            .where(fires.c.trigger_id == trigger.id, fires.c.outcome.in_(_ACTIVE))
+            .order_by(fires.c.occurrence_at, fires.c.id)
+        )
+    ]
+    waiting = [
+        Waiting(occurrence_at=row["occurrence_at"], operator=row["kind"] != "scheduled")
+        for row in waiting_rows
+    ]
+    plan = resolve_buffer(trigger, waiting, active=active)
+    unchanged = (trigger.active_count, trigger.buffered_count) == (len(active), len(plan.keep))
+    if unchanged and not plan.launch and not plan.drop:
+        return []  # a held buffer (paused trigger) costs no write
+    claims = _apply(conn, trigger, waiting_rows, plan, owner=owner, host=host, now=now, lease=lease)
+    conn.execute(
+        triggers.update()
+        .where(triggers.c.id == trigger.id)
+        .values(
+            # The ledger is the truth: both counters are recomputed from it.
+            active_count=len(active) + len(plan.launch),
+            buffered_count=len(plan.keep),
+            runs_launched=triggers.c.runs_launched + plan.scheduled_launches,
+            updated_at=now,
+        )
+    )
+    return claims
+
+
+def _apply(
+    conn: Connection,
+    trigger: Trigger,
+    rows: Sequence[Mapping[Any, Any]],
+    plan: BufferPlan,
+    *,
+    owner: str,
+    host: str,
+    now: datetime,
+    lease: timedelta,
+) -> list[Claim]:
+    for index, outcome, reason in plan.drop:
+        conn.execute(
+            fires.update()
+            .where(fires.c.id == rows[index]["id"])
+            .values(outcome=outcome.value, reason=reason.value, settled_at=now)
+        )
+    claims = []
+    for index, supersedes in plan.launch:
+        row = rows[index]
+        reservation = new_reservation()
+        conn.execute(
+            fires.update()
+            .where(fires.c.id == row["id"])
+            .values(
+                outcome=Outcome.LAUNCHING.value,
+                reason=None,
+                reservation=reservation,
+                lease_owner=owner,
+                host=host,
+                lease_expires_at=now + lease,
+                revision=trigger.revision,
+                supersedes_run_id=supersedes,
+            )
+        )
+        claims.append(pending_claim(trigger, {**row, "supersedes_run_id": supersedes}, reservation))
+    return claims
+
+
+def pending_claim(trigger: Trigger, row: Mapping[Any, Any], reservation: str) -> Claim:
+    """The claim that launches a pending ledger row under a fresh reservation."""
+    supersedes = row["supersedes_run_id"]
+    return Claim(
+        trigger=trigger,
+        occurrence_at=row["occurrence_at"],
+        action=Action.SUPERSEDE if supersedes else Action.FIRE,
+        idempotency_key=row["idempotency_key"]
+        or idempotency_key(trigger.id, row["occurrence_at"], row["manual_key"]),
+        kind=row["kind"],
+        manual_key=row["manual_key"],
+        reservation=reservation,
+        supersedes_run_id=supersedes,
+    )
