@@ -366,7 +366,7 @@ def test_corrupt_row_is_isolated_in_listing(store: SqlTriggerStore, database: Da
         conn.execute(
             sa.update(triggers_table)
             .where(triggers_table.c.id == "a")
-            .values(declaration={"id": "a"})
+            .values(declaration={"id": "a"}, digest="corrupt")
         )
     rows = store.list_triggers()
     assert isinstance(rows[0], CorruptRowError)

@@ -254,7 +254,7 @@ def test_one_corrupt_trigger_does_not_stop_the_others(harness: Harness) -> None:
         conn.execute(
             sa.update(triggers_table)
             .where(triggers_table.c.id == "bad")
-            .values(declaration={"broken": True})
+            .values(declaration={"broken": True}, digest="corrupt")
         )
     harness.advance(timedelta(minutes=3))
     assert [o[1] for o in harness.outcomes("good")] == [Outcome.COMPLETED] * 3

@@ -28,6 +28,7 @@ log = structlog.get_logger()
 
 _INSPECT_BATCH = 500
 _MAX_BACKOFF_S = 60.0
+_GATHER_S = 0.05
 _MAX_UNCLAIMED_REPORTS = 10_000
 
 
@@ -113,7 +114,10 @@ class Monitor:
                 timeout = max(0.0, next_poll - self._clock.monotonic())
                 if not self._has_reported():
                     self._wake.wait(timeout=timeout)
-            if self._stop.is_set():
+            # Runs of one tick settle within moments of each other: gather them into
+            # one ledger transaction rather than one each (which also kept the write
+            # lock busy when the next tick wanted to claim).
+            if self._stop.wait(_GATHER_S):
                 return
             try:
                 settled = self._collect_reported()

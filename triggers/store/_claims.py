@@ -251,12 +251,13 @@ class ClaimBatch:
         self, stored: Mapping[str, Trigger | StoreError]
     ) -> dict[str, list[str | None]]:
         """Active run ids (None for a reservation) of triggers that may supersede."""
+        overridden = {r.trigger_id for r in self._requests if r.overlap is Overlap.SUPERSEDE}
         wanted = [
             trigger_id
             for trigger_id, trigger in stored.items()
             if isinstance(trigger, Trigger)
             and trigger.active_count > 0
-            and Overlap.SUPERSEDE in (trigger.spec.overlap, *self._overrides(trigger_id))
+            and (trigger.spec.overlap is Overlap.SUPERSEDE or trigger_id in overridden)
         ]
         active: dict[str, list[str | None]] = {}
         for part in chunks(wanted):
@@ -271,13 +272,6 @@ class ClaimBatch:
             for trigger_id, run_id in rows:
                 active.setdefault(trigger_id, []).append(run_id)
         return active
-
-    def _overrides(self, trigger_id: str) -> list[Overlap]:
-        return [
-            r.overlap
-            for r in self._requests
-            if r.trigger_id == trigger_id and r.overlap is not None
-        ]
 
     def _write(self, stored: Mapping[str, Trigger | StoreError]) -> None:
         if self._rows:

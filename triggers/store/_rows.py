@@ -10,27 +10,41 @@ from triggers.model import FireRecord, Outcome, Reason, Trigger, TriggerSpec
 from triggers.store.protocol import Heartbeat
 
 
-def trigger_from_row(row: Mapping[Any, Any]) -> Trigger:
-    """Decode a `triggers` row. Raises CorruptRowError naming the trigger."""
+def spec_from_json(trigger_id: str, declaration: Any, digest: str) -> TriggerSpec:
+    """Decode a stored declaration and check it against its digest.
+
+    Raises:
+        CorruptRowError: undecodable, or not the declaration its digest names.
+    """
     try:
-        spec = TriggerSpec.from_json(row["declaration"])
-        return Trigger(
-            spec=spec,
-            revision=int(row["revision"]),
-            paused=bool(row["paused"]),
-            pause_note=row["pause_note"],
-            retired=bool(row["retired"]),
-            watermark_at=row["watermark_at"],
-            active_count=int(row["active_count"]),
-            buffered_count=int(row["buffered_count"]),
-            runs_launched=int(row["runs_launched"]),
-            created_at=row["created_at"],
-            updated_at=row["updated_at"],
-        )
+        spec = TriggerSpec.from_json(declaration)
     except (KeyError, ValueError, TypeError, AttributeError) as exc:
         raise CorruptRowError(
-            f"trigger {row.get('id')!r} has an undecodable row: {exc}", trigger_id=row.get("id")
+            f"trigger {trigger_id!r} has an undecodable row: {exc}", trigger_id=trigger_id
         ) from exc
+    if spec.digest() != digest:
+        raise CorruptRowError(
+            f"trigger {trigger_id!r} has a declaration that does not match its digest",
+            trigger_id=trigger_id,
+        )
+    return spec
+
+
+def trigger_from_state(row: Mapping[Any, Any], spec: TriggerSpec) -> Trigger:
+    """A trigger from its state columns and its (already decoded) declaration."""
+    return Trigger(
+        spec=spec,
+        revision=row["revision"],
+        paused=bool(row["paused"]),
+        pause_note=row["pause_note"],
+        retired=bool(row["retired"]),
+        watermark_at=row["watermark_at"],
+        active_count=row["active_count"],
+        buffered_count=row["buffered_count"],
+        runs_launched=row["runs_launched"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+    )
 
 
 def fire_from_row(row: Mapping[Any, Any]) -> FireRecord:

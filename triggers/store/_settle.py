@@ -25,20 +25,17 @@ def settle(
     conn: Connection, settlements: Sequence[Settlement], now: datetime
 ) -> list[FireRecord | None]:
     """Record stopped runs; idempotent (only `launched` rows of that run change)."""
-    by_run: dict[str, Mapping[Any, Any]] = {}
-    # A superseded run may already be recorded `cancelled` by a monitor that saw
-    # the cancellation first; supersession is the truer outcome and wins.
-    live = [Outcome.LAUNCHED.value, Outcome.CANCELLED.value]
-    for part in chunks([s.run_id for s in settlements]):
-        for found in conn.execute(
-            sa.select(fires).where(fires.c.run_id.in_(part), fires.c.outcome.in_(live))
-        ).mappings():
-            by_run[found["run_id"]] = found
-    if not by_run:
+    run_ids = [s.run_id for s in settlements]
+    candidates = _live_rows(conn, run_ids, lock=False)
+    if not candidates:
         return [None] * len(settlements)
-    stored = lock_triggers(conn, sorted({row["trigger_id"] for row in by_run.values()}))
+    stored = lock_triggers(conn, sorted({row["trigger_id"] for row in candidates.values()}))
+    # Read again under the trigger locks (and on PostgreSQL with the rows locked), so
+    # the updates below cannot lose to another daemon settling the same run.
+    by_run = _live_rows(conn, run_ids, lock=True)
     deltas: dict[str, int] = {}
     pauses: dict[str, str] = {}
+    updates: list[dict[str, Any]] = []
     results: list[FireRecord | None] = []
     for settlement in settlements:
         row = by_run.pop(settlement.run_id, None)
@@ -46,14 +43,9 @@ def settle(
         if row is None or (was != Outcome.LAUNCHED.value and settlement.state != "superseded"):
             results.append(None)
             continue
-        updated = conn.execute(
-            fires.update()
-            .where(fires.c.id == row["id"], fires.c.outcome == was)
-            .values(outcome=settlement.state, settled_at=now, error=settlement.error)
-        ).rowcount
-        if not updated:
-            results.append(None)
-            continue
+        updates.append(
+            {"b_id": row["id"], "b_outcome": settlement.state, "b_error": settlement.error}
+        )
         if was == Outcome.LAUNCHED.value:
             deltas[row["trigger_id"]] = deltas.get(row["trigger_id"], 0) - 1
         trigger = stored.get(row["trigger_id"])
@@ -69,6 +61,17 @@ def settle(
                 record, outcome=Outcome(settlement.state), settled_at=now, error=settlement.error
             )
         )
+    if updates:
+        conn.execute(
+            fires.update()
+            .where(fires.c.id == sa.bindparam("b_id"))
+            .values(
+                outcome=sa.bindparam("b_outcome"),
+                error=sa.bindparam("b_error"),
+                settled_at=now,
+            ),
+            updates,
+        )
     adjust_active(conn, deltas, now)
     for trigger_id, note in sorted(pauses.items()):
         conn.execute(
@@ -77,3 +80,19 @@ def settle(
             .values(paused=True, pause_note=note, paused_at=now, updated_at=now)
         )
     return results
+
+
+def _live_rows(
+    conn: Connection, run_ids: Sequence[str], *, lock: bool
+) -> dict[str, Mapping[Any, Any]]:
+    # A superseded run may already be recorded `cancelled` by a monitor that saw
+    # the cancellation first; supersession is the truer outcome and wins.
+    live = [Outcome.LAUNCHED.value, Outcome.CANCELLED.value]
+    found: dict[str, Mapping[Any, Any]] = {}
+    for part in chunks(run_ids):
+        statement = sa.select(fires).where(fires.c.run_id.in_(part), fires.c.outcome.in_(live))
+        if lock:
+            statement = statement.order_by(fires.c.id).with_for_update()
+        for row in conn.execute(statement).mappings():
+            found[row["run_id"]] = row
+    return found

@@ -10,13 +10,13 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from triggers.errors import CorruptRowError, StoreError
-from triggers.model import Trigger
+from triggers.model import Trigger, TriggerSpec
 from triggers.store import _rows
 from triggers.store.protocol import Claim
 from triggers.store.schema import fires, triggers
@@ -38,31 +38,75 @@ def fire_key(claim: Claim) -> tuple[sa.ColumnElement[bool], ...]:
     )
 
 
+# Decoding a declaration costs more than the rest of a claim; a digest names exactly
+# one declaration, so each is decoded once per process. The declaration column is
+# read only for digests not seen yet.
+_SPECS: dict[str, TriggerSpec] = {}
+_MAX_SPECS = 100_000
+_STATE_COLUMNS = [column for column in triggers.c if column.name != "declaration"]
+
+
 def lock_triggers(conn: Connection, ids: Sequence[str]) -> dict[str, Trigger | StoreError]:
     """Read (and on PostgreSQL lock, in id order) the rows of `ids`, decoded."""
     found: dict[str, Trigger | StoreError] = {}
     for part in chunks(sorted(ids)):
-        rows = conn.execute(
-            sa.select(triggers)
+        statement = (
+            sa.select(*_STATE_COLUMNS)
             .where(triggers.c.id.in_(part))
             .order_by(triggers.c.id)
             .with_for_update()
-        ).mappings()
-        for row in rows:
-            try:
-                found[row["id"]] = _rows.trigger_from_row(row)
-            except CorruptRowError as exc:
-                found[row["id"]] = exc
+        )
+        found.update(read_triggers(conn, statement))
     return found
 
 
-def adjust_active(conn: Connection, deltas: Mapping[str, int], now: datetime) -> None:
-    for trigger_id in sorted(deltas):
-        conn.execute(
-            triggers.update()
-            .where(triggers.c.id == trigger_id)
-            .values(active_count=triggers.c.active_count + deltas[trigger_id], updated_at=now)
+def read_triggers(conn: Connection, statement: sa.Select[Any]) -> dict[str, Trigger | StoreError]:
+    """Decode the trigger rows `statement` selects (`_STATE_COLUMNS`), in its order."""
+    rows = conn.execute(statement).mappings().all()
+    unknown = sorted({row["id"] for row in rows if row["digest"] not in _SPECS})
+    broken: dict[str, StoreError] = {}
+    for part in chunks(unknown):
+        declared = conn.execute(
+            sa.select(triggers.c.id, triggers.c.digest, triggers.c.declaration).where(
+                triggers.c.id.in_(part)
+            )
         )
+        for trigger_id, digest, declaration in declared:
+            try:
+                spec = _rows.spec_from_json(trigger_id, declaration, digest)
+            except CorruptRowError as exc:
+                broken[trigger_id] = exc
+                continue
+            if len(_SPECS) >= _MAX_SPECS:
+                _SPECS.clear()
+            _SPECS[digest] = spec
+    found: dict[str, Trigger | StoreError] = {}
+    for row in rows:
+        trigger_id = row["id"]
+        known = _SPECS.get(row["digest"])
+        if trigger_id in broken or known is None:
+            found[trigger_id] = broken.get(trigger_id) or CorruptRowError(
+                f"trigger {trigger_id!r} changed while it was read", trigger_id=trigger_id
+            )
+            continue
+        found[trigger_id] = _rows.trigger_from_state(row, known)
+    return found
+
+
+def select_triggers() -> sa.Select[Any]:
+    """A select of every trigger's state columns (the declaration comes from the cache)."""
+    return sa.select(*_STATE_COLUMNS)
+
+
+def adjust_active(conn: Connection, deltas: Mapping[str, int], now: datetime) -> None:
+    if not deltas:
+        return
+    conn.execute(
+        triggers.update()
+        .where(triggers.c.id == sa.bindparam("b_id"))
+        .values(active_count=triggers.c.active_count + sa.bindparam("b_delta"), updated_at=now),
+        [{"b_id": trigger_id, "b_delta": deltas[trigger_id]} for trigger_id in sorted(deltas)],
+    )
 
 
 def new_reservation() -> str:

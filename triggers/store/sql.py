@@ -21,7 +21,6 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 
 from looms_runtime.db import Database
 from triggers.errors import (
-    CorruptRowError,
     SchemaBehindError,
     StaleOwnerError,
     StoreError,
@@ -35,7 +34,7 @@ from triggers.store._claims import ClaimBatch
 from triggers.store._pending import promote_buffered, take_expired
 from triggers.store._ranges import record_range
 from triggers.store._settle import settle
-from triggers.store._shared import adjust_active, fire_key
+from triggers.store._shared import adjust_active, fire_key, read_triggers, select_triggers
 from triggers.store.protocol import (
     ActiveRun,
     ApplyResult,
@@ -130,19 +129,16 @@ class SqlTriggerStore:
 
     def list_triggers(self) -> list[Trigger | StoreError]:
         with self._read() as conn:
-            rows = conn.execute(sa.select(triggers).order_by(triggers.c.id)).mappings().all()
-        return [_decode(row) for row in rows]
+            found = read_triggers(conn, select_triggers().order_by(triggers.c.id))
+        return list(found.values())
 
     def get_trigger(self, trigger_id: str) -> Trigger | None:
         with self._read() as conn:
-            row = (
-                conn.execute(sa.select(triggers).where(triggers.c.id == trigger_id))
-                .mappings()
-                .first()
-            )
-        if row is None:
-            return None
-        return _rows.trigger_from_row(row)
+            found = read_triggers(conn, select_triggers().where(triggers.c.id == trigger_id))
+        trigger = found.get(trigger_id)
+        if isinstance(trigger, StoreError):
+            raise trigger
+        return trigger
 
     def set_paused(
         self, trigger_id: str, *, paused: bool, note: str | None, now: datetime
@@ -160,12 +156,11 @@ class SqlTriggerStore:
             )
             if updated.rowcount == 0:
                 raise UnknownTriggerError(f"no trigger {trigger_id!r}", trigger_id=trigger_id)
-            row = (
-                conn.execute(sa.select(triggers).where(triggers.c.id == trigger_id))
-                .mappings()
-                .one()
-            )
-        return _rows.trigger_from_row(row)
+            found = read_triggers(conn, select_triggers().where(triggers.c.id == trigger_id))
+        trigger = found[trigger_id]
+        if isinstance(trigger, StoreError):
+            raise trigger
+        return trigger
 
     # -- claims ---------------------------------------------------------------------
 
@@ -432,13 +427,6 @@ def _translated() -> Iterator[None]:
         if exc.connection_invalidated:
             raise StoreUnavailableError(f"database connection lost: {exc.orig}") from exc
         raise
-
-
-def _decode(row: Any) -> Trigger | StoreError:
-    try:
-        return _rows.trigger_from_row(row)
-    except CorruptRowError as exc:
-        return exc
 
 
 def _launched_record(launch: Launch, now: datetime) -> FireRecord:
