@@ -17,10 +17,12 @@ from contextlib import contextmanager
 from typing import Any
 
 import sqlalchemy as sa
+import structlog
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine, make_url
 
 _WRITE = "looms_write"
+log = structlog.get_logger()
 
 
 class Database:
@@ -32,6 +34,9 @@ class Database:
             or `NORMAL` (survives a process crash only; faster).
         busy_timeout_ms: how long a SQLite writer waits for another process.
         pool_size: connections kept open.
+        checkpoint_interval_s: SQLite only: checkpoint the WAL from a background
+            thread this often, instead of inside whichever commit crosses the
+            automatic threshold (a latency spike on a scheduler's launch path).
     """
 
     def __init__(
@@ -42,18 +47,35 @@ class Database:
         busy_timeout_ms: int = 10_000,
         pool_size: int = 8,
         connect_timeout_s: float = 10.0,
+        checkpoint_interval_s: float | None = None,
     ) -> None:
         parsed = make_url(url)
         self.url = parsed
         self.is_sqlite = parsed.get_backend_name() == "sqlite"
         self._write_lock = threading.RLock()
+        self._stop = threading.Event()
+        self._checkpointer: threading.Thread | None = None
         if self.is_sqlite:
+            background = checkpoint_interval_s is not None and parsed.database not in (
+                None,
+                "",
+                ":memory:",
+            )
             self.engine = _sqlite_engine(
                 parsed,
                 synchronous=sqlite_synchronous,
                 busy_timeout_ms=busy_timeout_ms,
                 pool_size=pool_size,
+                auto_checkpoint=not background,
             )
+            if background and checkpoint_interval_s is not None:
+                self._checkpointer = threading.Thread(
+                    target=self._checkpoint_loop,
+                    args=(checkpoint_interval_s,),
+                    name="wal-checkpoint",
+                    daemon=True,
+                )
+                self._checkpointer.start()
         else:
             self.engine = sa.create_engine(
                 parsed,
@@ -89,7 +111,20 @@ class Database:
                 yield reader
 
     def dispose(self) -> None:
+        self._stop.set()
+        if self._checkpointer is not None:
+            self._checkpointer.join(timeout=5)
+            self._checkpointer = None
         self.engine.dispose()
+
+    def _checkpoint_loop(self, interval_s: float) -> None:
+        while not self._stop.wait(interval_s):
+            try:
+                with self.engine.connect() as conn:
+                    # PASSIVE never waits for (or blocks) readers and writers.
+                    conn.exec_driver_sql("PRAGMA wal_checkpoint(PASSIVE)")
+            except sa.exc.SQLAlchemyError as exc:
+                log.warning("wal_checkpoint_failed", error=str(exc))
 
     def checked_out(self) -> int:
         """Connections currently checked out of the pool (tests assert none leak)."""
@@ -98,7 +133,7 @@ class Database:
 
 
 def _sqlite_engine(
-    url: sa.URL, *, synchronous: str, busy_timeout_ms: int, pool_size: int
+    url: sa.URL, *, synchronous: str, busy_timeout_ms: int, pool_size: int, auto_checkpoint: bool
 ) -> Engine:
     if synchronous.upper() not in {"FULL", "NORMAL", "EXTRA"}:
         raise ValueError(f"sqlite synchronous must be FULL, NORMAL or EXTRA, not {synchronous!r}")
@@ -122,6 +157,8 @@ def _sqlite_engine(
         cursor.execute(f"PRAGMA synchronous={synchronous.upper()}")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+        if not auto_checkpoint:
+            cursor.execute("PRAGMA wal_autocheckpoint=0")
         cursor.close()
 
     @event.listens_for(engine, "begin")

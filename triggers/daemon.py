@@ -50,14 +50,20 @@ class Backend:
         self.db.dispose()
 
 
-def open_database(settings: Settings, *, migrate_empty: bool = True) -> Database:
+def open_database(
+    settings: Settings, *, migrate_empty: bool = True, background_checkpoints: bool = False
+) -> Database:
     """Connect and check the schema (an empty database is migrated).
 
     Raises:
         SchemaBehindError: the schema is behind (exit 78).
         StoreUnavailableError: the database cannot be reached (exit 75).
     """
-    db = Database(settings.resolved_database_url(), sqlite_synchronous=settings.sqlite_synchronous)
+    db = Database(
+        settings.resolved_database_url(),
+        sqlite_synchronous=settings.sqlite_synchronous,
+        checkpoint_interval_s=1.0 if background_checkpoints else None,
+    )
     try:
         ensure_schema(db, migrate_empty=migrate_empty)
     except TriggersError:
@@ -66,9 +72,9 @@ def open_database(settings: Settings, *, migrate_empty: bool = True) -> Database
     return db
 
 
-def open_backend(settings: Settings, *, owner: str) -> Backend:
+def open_backend(settings: Settings, *, owner: str, daemon: bool = False) -> Backend:
     """The store and an unstarted runtime on one database."""
-    db = open_database(settings)
+    db = open_database(settings, background_checkpoints=daemon)
     runner = LoomsRunner()
     runtime = Runtime(
         db,
@@ -101,7 +107,7 @@ class Daemon:
         settings = self._settings
         # First, so that a SIGTERM during start-up still ends in a clean exit.
         self._install_signals()
-        backend = open_backend(settings, owner=self._owner)
+        backend = open_backend(settings, owner=self._owner, daemon=True)
         try:
             self._apply(backend, initial=True)
             if self._stop.is_set():

@@ -38,6 +38,7 @@ log = structlog.get_logger()
 
 _PRUNE_EVERY = timedelta(hours=1)
 _HEARTBEAT_EVERY = timedelta(seconds=1)
+_MAX_HOUSEKEEPING_DEFER = timedelta(seconds=10)
 _RETRY_AFTER = timedelta(seconds=1)
 _BUFFERING = frozenset({Overlap.BUFFER, Overlap.BUFFER_ALL, Overlap.SUPERSEDE})
 
@@ -59,6 +60,8 @@ class SchedulerOptions:
     fire_retention: timedelta = timedelta(days=30)
     shutdown_grace: timedelta = timedelta(seconds=10)
     plan_limit: int = 10_000
+    housekeeping_delay: timedelta = timedelta(milliseconds=200)
+    """After a tick that launched, how long heartbeat/listing/pending wait (0: never)."""
 
 
 class Scheduler:
@@ -124,6 +127,8 @@ class Scheduler:
         )
         self._next_poll_at: datetime | None = None
         self._last_heartbeat_at: datetime | None = None
+        self._housekeeping_at: datetime | None = None
+        self._housekept_at = clock.now()
         self._last_prune_at: datetime | None = None
         self._started_at = clock.now()
         self._polled = False
@@ -181,14 +186,16 @@ class Scheduler:
         report = TickReport()
         try:
             now = self._clock.now()
-            self._beat(now)
-            if self._next_poll_at is None or now >= self._next_poll_at:
-                self._poll(now, report)
-            elif self.pending.due(now):
-                self.pending.take(self._clock.now())
-            due = self._timetable.pop_due(self._clock.now())
+            if self._next_poll_at is None and not self._timetable.entries:
+                self._poll(now, report)  # the first tick: nothing is known yet
+            # Due occurrences first: housekeeping (heartbeat, listing, pending) waits
+            # a few milliseconds rather than delaying a launch by as much.
+            due = self._timetable.pop_due(now)
             if due:
                 self._dispatcher.process(due, report)
+            now = self._clock.now()
+            if not (due and self._defer_housekeeping(now)):
+                self._housekeep(now, report)
         except Exception:
             self.metrics.ticks_failed.inc()
             log.exception("tick_failed")
@@ -207,10 +214,32 @@ class Scheduler:
             )
         return self._next_wake()
 
+    def _defer_housekeeping(self, now: datetime) -> bool:
+        """After a tick that launched, leave the database to those launches for a moment:
+        the heartbeat, the listing and the pending pass come a little later (but never
+        later than `_MAX_HOUSEKEEPING_DEFER`, however busy the loop is)."""
+        delay = self._options.housekeeping_delay
+        if not delay or now - self._housekept_at >= _MAX_HOUSEKEEPING_DEFER:
+            return False
+        if self._housekeeping_at is None:
+            self._housekeeping_at = now + delay
+        return True
+
+    def _housekeep(self, now: datetime, report: TickReport) -> None:
+        self._housekeeping_at = None
+        self._housekept_at = now
+        self._beat(now)
+        if self._next_poll_at is None or now >= self._next_poll_at:
+            self._poll(now, report)
+        elif self.pending.due(now):
+            self.pending.take(now)
+
     def _next_wake(self) -> datetime:
         if self.pending.wanted:
             return self._clock.now()
         wake_at = self._next_poll_at or self._clock.now()
+        if self._housekeeping_at is not None:
+            wake_at = min(wake_at, self._housekeeping_at)
         retry_at = self.pending.next_at()
         if retry_at is not None:
             wake_at = min(wake_at, retry_at)

@@ -15,13 +15,46 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from triggers.clock import to_ms
 from triggers.errors import RevisionMismatchError, StoreError, UnknownTriggerError
 from triggers.model import Action, Outcome, Overlap, Trigger, idempotency_key
 from triggers.store._decide import Counters, Decision, blocks_new_claims, decide
 from triggers.store._ranges import apply_splits, covered_by_ranges
-from triggers.store._shared import chunks, lock_triggers, new_reservation
+from triggers.store._shared import chunks, executemany, lock_triggers, new_reservation
 from triggers.store.protocol import Claim, ClaimRequest, ClaimResult, RangeSplit
 from triggers.store.schema import fires, triggers
+
+_FIRE_COLUMNS = (
+    "trigger_id",
+    "occurrence_at",
+    "count",
+    "manual_key",
+    "idempotency_key",
+    "kind",
+    "outcome",
+    "reason",
+    "revision",
+    "host",
+    "claimed_at",
+    "settled_at",
+    "reservation",
+    "lease_owner",
+    "lease_expires_at",
+    "supersedes_run_id",
+)
+_INSERT_FIRE = fires.insert().values({name: sa.bindparam(name) for name in _FIRE_COLUMNS})
+_UPDATE_TRIGGER = (
+    triggers.update()
+    .where(triggers.c.id == sa.bindparam("b_id"))
+    .values(
+        active_count=sa.bindparam("b_active"),
+        buffered_count=sa.bindparam("b_buffered"),
+        runs_launched=sa.bindparam("b_runs"),
+        watermark_at=sa.bindparam("b_watermark"),
+        open_range_id=sa.null(),
+        updated_at=sa.bindparam("b_now"),
+    )
+)
 
 _OUTCOMES = {
     Action.FIRE: Outcome.LAUNCHING,
@@ -62,7 +95,8 @@ class ClaimBatch:
         self._owner = owner
         self._host = host
         self._now = now
-        self._lease_expires_at = now + lease
+        self._now_ms = to_ms(now)
+        self._lease_expires_ms = to_ms(now + lease)
         self._counters: dict[str, Counters] = {}
         self._watermarks: dict[str, datetime] = {}
         self._rows: list[dict[str, Any]] = []
@@ -198,10 +232,10 @@ class ClaimBatch:
         launching = item.reservation is not None
         outcome = _OUTCOMES[item.action]
         request = item.request
+        # Driver values (epoch ms): the rows go to `executemany` as they are.
         return {
             "trigger_id": trigger.id,
-            "occurrence_at": request.occurrence_at,
-            "last_occurrence_at": None,
+            "occurrence_at": to_ms(request.occurrence_at),
             "count": 1,
             "manual_key": request.manual_key,
             "idempotency_key": item.key,
@@ -210,11 +244,13 @@ class ClaimBatch:
             "reason": item.reason.value if item.reason else None,
             "revision": trigger.revision,
             "host": self._host,
-            "claimed_at": self._now,
-            "settled_at": self._now if outcome in (Outcome.SKIPPED, Outcome.SUPERSEDED) else None,
+            "claimed_at": self._now_ms,
+            "settled_at": self._now_ms
+            if outcome in (Outcome.SKIPPED, Outcome.SUPERSEDED)
+            else None,
             "reservation": item.reservation,
             "lease_owner": self._owner if launching else None,
-            "lease_expires_at": self._lease_expires_at if launching else None,
+            "lease_expires_at": self._lease_expires_ms if launching else None,
             "supersedes_run_id": item.supersedes,
         }
 
@@ -274,8 +310,7 @@ class ClaimBatch:
         return active
 
     def _write(self, stored: Mapping[str, Trigger | StoreError]) -> None:
-        if self._rows:
-            self._conn.execute(fires.insert(), self._rows)
+        executemany(self._conn, _INSERT_FIRE, self._rows)
         touched = sorted(set(self._counters) | set(self._watermarks))
         params = []
         for trigger_id in touched:
@@ -292,24 +327,11 @@ class ClaimBatch:
                     "b_active": counters.active_count,
                     "b_buffered": counters.buffered_count,
                     "b_runs": counters.runs_launched,
-                    "b_watermark": watermark,
-                    "b_now": self._now,
+                    "b_watermark": to_ms(watermark),
+                    "b_now": self._now_ms,
                 }
             )
-        if params:
-            self._conn.execute(
-                triggers.update()
-                .where(triggers.c.id == sa.bindparam("b_id"))
-                .values(
-                    active_count=sa.bindparam("b_active"),
-                    buffered_count=sa.bindparam("b_buffered"),
-                    runs_launched=sa.bindparam("b_runs"),
-                    watermark_at=sa.bindparam("b_watermark", type_=triggers.c.watermark_at.type),
-                    open_range_id=None,
-                    updated_at=sa.bindparam("b_now", type_=triggers.c.updated_at.type),
-                ),
-                params,
-            )
+        executemany(self._conn, _UPDATE_TRIGGER, params)
 
     def _finish(
         self,

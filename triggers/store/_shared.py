@@ -10,10 +10,13 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
+
+if TYPE_CHECKING:
+    from sqlalchemy.sql.compiler import SQLCompiler
 
 from triggers.errors import CorruptRowError, StoreError
 from triggers.model import Trigger, TriggerSpec
@@ -107,6 +110,27 @@ def adjust_active(conn: Connection, deltas: Mapping[str, int], now: datetime) ->
         .values(active_count=triggers.c.active_count + sa.bindparam("b_delta"), updated_at=now),
         [{"b_id": trigger_id, "b_delta": deltas[trigger_id]} for trigger_id in sorted(deltas)],
     )
+
+
+def executemany(
+    conn: Connection, statement: sa.ClauseElement, rows: Sequence[Mapping[str, Any]]
+) -> int:
+    """Run `statement` once per row, handing the rows to the driver as they are.
+
+    The claim path writes a thousand rows a tick, and SQLAlchemy's per-row parameter
+    processing cost more than the database did. So the statement is compiled once
+    and the rows must already hold driver values (epoch milliseconds, not datetimes).
+    Returns the total row count.
+    """
+    if not rows:
+        return 0
+    compiled = cast("SQLCompiler", statement.compile(dialect=conn.dialect))
+    if compiled.positional:
+        names = compiled.positiontup or []
+        params: Sequence[Any] = [tuple(row[name] for name in names) for row in rows]
+    else:
+        params = rows
+    return int(conn.exec_driver_sql(compiled.string, params).rowcount)
 
 
 def new_reservation() -> str:
