@@ -27,10 +27,23 @@ def take_expired(
     conn: Connection, *, owner: str, host: str, now: datetime, lease: timedelta, limit: int
 ) -> list[Claim]:
     """Re-reserve launches whose lease expired (their daemon died, or a start failed)."""
+    is_expired = sa.and_(
+        fires.c.outcome == Outcome.LAUNCHING.value, fires.c.lease_expires_at <= now
+    )
+    expired = sa.select(fires).where(is_expired)
+    candidates = (
+        conn.execute(sa.select(fires.c.trigger_id).where(is_expired).distinct().limit(limit))
+        .scalars()
+        .all()
+    )
+    if not candidates:
+        return []
+    # Trigger rows before ledger rows, as on every write path, so that this cannot
+    # deadlock against a claim on PostgreSQL; the reservation fence below does the rest.
+    stored = lock_triggers(conn, sorted(candidates))
     rows = (
         conn.execute(
-            sa.select(fires)
-            .where(fires.c.outcome == Outcome.LAUNCHING.value, fires.c.lease_expires_at <= now)
+            expired.where(fires.c.trigger_id.in_(candidates))
             .order_by(fires.c.occurrence_at)
             .limit(limit)
             .with_for_update(skip_locked=True)
@@ -38,9 +51,6 @@ def take_expired(
         .mappings()
         .all()
     )
-    if not rows:
-        return []
-    stored = lock_triggers(conn, sorted({row["trigger_id"] for row in rows}))
     claims = []
     for row in rows:
         trigger = stored.get(row["trigger_id"])
