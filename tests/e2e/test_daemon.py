@@ -207,3 +207,73 @@ def test_daemon_refuses_database_with_schema_behind(cli: Cli, tmp_path: Path) ->
     process = cli.daemon(config, tmp_path / "d.log")
     assert process.wait(timeout=60) == 78
     assert "triggers db upgrade" in (tmp_path / "d.log").read_text()
+
+
+RUNS_CONFIG = textwrap.dedent(
+    """\
+    version: 1
+    flows:
+      gated:
+        steps:
+          - id: gate
+            wait_signal: {name: go, timeout: 10m}
+          - id: after
+            run: [echo, opened]
+      long:
+        steps:
+          - id: nap
+            run: [sleep, "60"]
+    triggers:
+      - {id: gated, flow: gated, every: 1d}
+      - {id: long, flow: long, every: 1d}
+    """
+)
+
+
+def _run_of(cli: Cli, trigger_id: str) -> str | None:
+    rows = cli.json("history", trigger_id)
+    return rows[0]["run_id"] if rows and rows[0]["run_id"] else None
+
+
+def test_runs_commands_show_signal_and_cancel_runs_of_the_daemon(cli: Cli, tmp_path: Path) -> None:
+    config = tmp_path / "runs.yaml"
+    config.write_text(RUNS_CONFIG)
+    daemon = cli.daemon(config, tmp_path / "d.log")
+    try:
+        wait_for(
+            lambda: cli.run("list", check=False).returncode == 0 and cli.json("list"),
+            timeout=30,
+            what="the declarations",
+        )
+        cli.json("fire", "gated")
+        cli.json("fire", "long")
+        gated = wait_for(lambda: _run_of(cli, "gated"), timeout=30, what="the gated run")
+        long = wait_for(lambda: _run_of(cli, "long"), timeout=30, what="the long run")
+
+        listed = {run["run_id"]: run for run in cli.json("runs", "list")}
+        assert listed[gated]["attributes"]["trigger_id"] == "gated"
+        wait_for(
+            lambda: "wait_started" in [e["type"] for e in cli.json("runs", "events", gated)],
+            timeout=30,
+            what="the gate to wait",
+        )
+        shown = cli.json("runs", "show", gated)
+        assert shown["status"] == "active" and shown["flow"] == "gated"
+
+        cli.json("runs", "signal", gated, "go", "--payload", '{"ok": true}', "--key", "k1")
+        cli.json("runs", "signal", gated, "go", "--payload", '{"ok": true}', "--key", "k1")
+        cli.json("runs", "cancel", long, "--reason", "test")
+        wait_for(
+            lambda: (
+                {r["outcome"] for r in cli.json("history", "gated")} == {"completed"}
+                and {r["outcome"] for r in cli.json("history", "long")} == {"cancelled"}
+            ),
+            timeout=60,
+            what="the runs to settle",
+        )
+        types = [e["type"] for e in cli.json("runs", "events", gated)]
+        assert types[0] == "run_started" and types[-1] == "run_completed"
+        missing = cli.run("runs", "show", "no-such-run", "--json", check=False)
+        assert missing.returncode == 2 and missing.stdout == ""
+    finally:
+        assert stop(daemon) == 0

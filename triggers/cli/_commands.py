@@ -1,192 +1,37 @@
-"""The `triggers` command line: parse, call one operation, render.
-
-Every query takes `--json`: one JSON document on stdout and nothing else. On
-failure stdout stays empty and stderr carries the error (a JSON object under
-`--json`). Exit codes: 0 ok, 1 failed, 2 bad input, 75 retry later (database
-unavailable), 78 configuration or schema.
-"""
+"""Commands about triggers: run, validate, apply, list, next, history, fire, backfill,
+pause, resume, status, db upgrade."""
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import sys
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any
 
-import structlog
 import typer
 
-from looms_runtime import LoomsError
 from triggers import __version__, services
-from triggers.clock import SystemClock, iso
-from triggers.declarations import Declarations, load_declarations
-from triggers.errors import ExitCode, InputError, InvalidTimeError, TriggersError
-from triggers.log import configure_logging, wants_json
-from triggers.model import FireRecord, Outcome, Overlap, format_duration, parse_duration
-from triggers.settings import Settings, load_settings
-from triggers.store.protocol import HistoryQuery
-
-app = typer.Typer(
-    name="triggers",
-    help="A cron-style trigger scheduler daemon with an embedded durable runtime.",
-    no_args_is_help=True,
-    pretty_exceptions_show_locals=False,
-    add_completion=False,
+from triggers.cli._app import app, db_app
+from triggers.cli._common import (
+    JsonOpt,
+    clock,
+    current_settings,
+    emit,
+    errors,
+    fire_json,
+    open_store,
+    opt_iso,
+    parse_time,
+    quiet_logging,
+    table,
 )
-db_app = typer.Typer(help="Database schema.", no_args_is_help=True)
-app.add_typer(db_app, name="db")
-
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
-_clock = SystemClock()
-
-
-@dataclass(slots=True)
-class _Globals:
-    database_url: str | None = None
-    log_format: str | None = None
-
-
-_globals = _Globals()
-
-
-@app.callback()
-def _main(
-    database_url: Annotated[
-        str | None,
-        typer.Option(
-            "--database-url",
-            envvar="TRIGGERS_DATABASE_URL",
-            show_envvar=True,
-            help="SQLAlchemy URL; default: the embedded SQLite file.",
-        ),
-    ] = None,
-    log_format: Annotated[
-        str | None, typer.Option("--log-format", help="json or console (default: by terminal).")
-    ] = None,
-) -> None:
-    _globals.database_url = database_url
-    _globals.log_format = log_format
-
-
-def main() -> None:
-    """Console-script entry point."""
-    app()
-
-
-# -- plumbing ----------------------------------------------------------------------------
-
-
-def _settings(**overrides: Any) -> Settings:
-    return load_settings(
-        database_url=_globals.database_url, log_format=_globals.log_format, **overrides
-    )
-
-
-def _quiet_logging(settings: Settings | None = None) -> None:
-    log_format = settings.log_format if settings else _globals.log_format
-    configure_logging(json=wants_json(log_format), level="warning")
-
-
-@contextmanager
-def _errors(as_json: bool) -> Iterator[None]:
-    """Render a known error on stderr and exit with its code; anything else is a bug (1)."""
-    try:
-        yield
-    except typer.Exit:
-        raise
-    except TriggersError as err:
-        _print_error(err.to_dict(), as_json)
-        raise typer.Exit(int(err.exit_code)) from err
-    except LoomsError as err:
-        code = getattr(err, "code", "LMS-000")
-        _print_error({"code": code, "message": str(err), "details": {}}, as_json)
-        raise typer.Exit(
-            int(ExitCode.BAD_INPUT if "not found" in str(err).lower() else ExitCode.FAILED)
-        ) from err
-    except Exception as err:
-        structlog.get_logger().exception("command_failed")
-        _print_error(
-            {"code": "TRG-000", "message": f"internal error: {err!r}", "details": {}}, as_json
-        )
-        raise typer.Exit(int(ExitCode.FAILED)) from err
-
-
-def _print_error(error: dict[str, Any], as_json: bool) -> None:
-    if as_json:
-        sys.stderr.write(json.dumps({"error": error}) + "\n")
-    else:
-        sys.stderr.write(f"error: {error['message']}\n")
-
-
-def _emit(document: Any) -> None:
-    sys.stdout.write(json.dumps(document, indent=2, default=str) + "\n")
-
-
-def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
-    cells = [[("" if v is None else str(v)) for v in row] for row in rows]
-    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
-    line = "  ".join(h.upper().ljust(w) for h, w in zip(headers, widths, strict=True))
-    sys.stdout.write(line.rstrip() + "\n")
-    for row in cells:
-        sys.stdout.write(
-            "  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() + "\n"
-        )
-
-
-def parse_time(text: str, *, now: datetime) -> datetime:
-    """`now`, `-2h` (ago), or ISO-8601 (`Z`/offset; a time without offset is UTC)."""
-    value = text.strip()
-    if value == "now":
-        return now
-    if re.fullmatch(r"-\s*\S+", value):
-        try:
-            return now - parse_duration(value[1:])
-        except ValueError as exc:
-            raise InvalidTimeError(f"cannot parse time {text!r}: {exc}", value=text) from exc
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
-    except ValueError as exc:
-        raise InvalidTimeError(
-            f"cannot parse time {text!r}: use ISO-8601 like 2026-01-01T00:00:00Z, 'now' or '-2h'",
-            value=text,
-        ) from exc
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    return parsed.astimezone(UTC)
-
-
-def _opt_iso(value: datetime | None) -> str | None:
-    return None if value is None else iso(value)
-
-
-def fire_json(record: FireRecord) -> dict[str, Any]:
-    """The `history --json` shape of a ledger row."""
-    return {
-        "trigger_id": record.trigger_id,
-        "occurrence": iso(record.occurrence_at),
-        "outcome": record.outcome.value,
-        "reason": record.reason.value if record.reason else None,
-        "run_id": record.run_id,
-        "claimed_at": _opt_iso(record.claimed_at),
-        "launched_at": _opt_iso(record.launched_at),
-        "settled_at": _opt_iso(record.settled_at),
-        "error": record.error,
-        "last_occurrence": _opt_iso(record.last_occurrence_at),
-        "count": record.count,
-        "revision": record.revision,
-        "host": record.host,
-        "manual_key": record.manual_key or None,
-        "idempotency_key": record.idempotency_key,
-    }
-
-
-# -- commands --------------------------------------------------------------------------------
+from triggers.clock import iso
+from triggers.declarations import Declarations, load_declarations
+from triggers.errors import InputError
+from triggers.log import configure_logging, wants_json
+from triggers.model import FireRecord, Outcome, Overlap, format_duration
+from triggers.store.protocol import HistoryQuery
 
 
 @app.command()
@@ -204,8 +49,8 @@ def run(
     """Run the daemon in the foreground (logs on stderr)."""
     from triggers.daemon import Daemon  # noqa: PLC0415 (keeps the query commands light)
 
-    with _errors(as_json=False):
-        settings = _settings(config=config)
+    with errors(as_json=False):
+        settings = current_settings(config=config)
         configure_logging(json=wants_json(settings.log_format), level=settings.log_level)
         code = Daemon(settings).run()
     raise typer.Exit(code)
@@ -217,11 +62,11 @@ def validate(
     as_json: JsonOpt = False,
 ) -> None:
     """Check a declarations file; exit 2 listing every problem."""
-    with _errors(as_json):
-        _quiet_logging()
+    with errors(as_json):
+        quiet_logging()
         declarations = load_declarations(file)
         if as_json:
-            _emit(
+            emit(
                 {
                     "valid": True,
                     "file": str(file),
@@ -244,14 +89,14 @@ def apply(
     """Write declarations to the store (changed ones get a new revision; missing ones retire)."""
     from triggers.daemon import open_backend, owner_id  # noqa: PLC0415
 
-    with _errors(as_json):
-        settings = _settings()
-        _quiet_logging(settings)
+    with errors(as_json):
+        settings = current_settings()
+        quiet_logging(settings)
         declarations = load_declarations(file)  # before touching the store
         backend = open_backend(settings, owner=owner_id(settings.host))
         try:
             result = services.apply_declarations(
-                backend.store, backend.runtime.register_flow, declarations, now=_clock.now()
+                backend.store, backend.runtime.register_flow, declarations, now=clock.now()
             )
         finally:
             backend.close()
@@ -262,7 +107,7 @@ def apply(
             "retired": result.retired,
         }
         if as_json:
-            _emit(document)
+            emit(document)
         else:
             for key, ids in document.items():
                 sys.stdout.write(
@@ -273,8 +118,8 @@ def apply(
 @app.command("list")
 def list_command(as_json: JsonOpt = False) -> None:
     """Triggers with schedule, zone, overlap, state, next fire, last outcome, active run."""
-    with _errors(as_json), _store() as store:
-        views = services.list_triggers(store, now=_clock.now())
+    with errors(as_json), open_store() as store:
+        views = services.list_triggers(store, now=clock.now())
         rows = []
         for view in views:
             trigger, spec = view.trigger, view.trigger.spec
@@ -290,17 +135,17 @@ def list_command(as_json: JsonOpt = False) -> None:
                     "pause_note": trigger.pause_note,
                     "revision": trigger.revision,
                     "flow": spec.flow,
-                    "next_fire": _opt_iso(view.next_fire_at),
+                    "next_fire": opt_iso(view.next_fire_at),
                     "last_outcome": view.last.outcome.value if view.last else None,
-                    "last_occurrence": _opt_iso(view.last.occurrence_at) if view.last else None,
+                    "last_occurrence": opt_iso(view.last.occurrence_at) if view.last else None,
                     "active_run_id": view.active_run_id,
                     "description": spec.description,
                 }
             )
         if as_json:
-            _emit(rows)
+            emit(rows)
             return
-        _table(
+        table(
             ["id", "schedule", "tz", "overlap", "state", "next fire", "last", "active run"],
             [
                 [
@@ -338,20 +183,20 @@ def next_command(
     as_json: JsonOpt = False,
 ) -> None:
     """The next N occurrences of a trigger (UTC and local)."""
-    with _errors(as_json):
-        _quiet_logging()
-        start = parse_time(after, now=_clock.now()) if after else _clock.now()
+    with errors(as_json):
+        quiet_logging()
+        start = parse_time(after, now=clock.now()) if after else clock.now()
         if config is not None:
             declarations: Declarations = load_declarations(config)
             spec = services.find_spec(declarations, trigger_id)
         else:
-            with _store() as store:
+            with open_store() as store:
                 spec = services.require_trigger(store, trigger_id).spec
         found = services.next_occurrences(spec, after=start, count=count)
         if as_json:
-            _emit([{"occurrence": iso(utc), "local": local.isoformat()} for utc, local in found])
+            emit([{"occurrence": iso(utc), "local": local.isoformat()} for utc, local in found])
             return
-        _table(
+        table(
             ["occurrence (utc)", f"local ({spec.timezone})"],
             [[iso(utc), local.isoformat()] for utc, local in found],
         )
@@ -369,8 +214,8 @@ def history(
     as_json: JsonOpt = False,
 ) -> None:
     """The fire ledger, newest occurrence first."""
-    with _errors(as_json):
-        now = _clock.now()
+    with errors(as_json):
+        now = clock.now()
         outcomes = frozenset(_outcome(o) for o in outcome or [])
         query = HistoryQuery(
             trigger_id=trigger_id,
@@ -379,12 +224,12 @@ def history(
             until=parse_time(until, now=now) if until else None,
             limit=limit,
         )
-        with _store() as store:
+        with open_store() as store:
             records = services.history(store, query)
         if as_json:
-            _emit([fire_json(r) for r in records])
+            emit([fire_json(r) for r in records])
             return
-        _table(
+        table(
             ["occurrence", "trigger", "outcome", "reason", "run", "latency", "error"],
             [
                 [
@@ -432,13 +277,13 @@ def fire(
     as_json: JsonOpt = False,
 ) -> None:
     """Fire one occurrence now (manual); the daemon launches it at its next poll."""
-    with _errors(as_json), _store() as store:
-        settings = _settings()
+    with errors(as_json), open_store() as store:
+        settings = current_settings()
         policy = _overlap(overlap) if overlap else None
         claim = services.fire(
             store,
             trigger_id,
-            now=_clock.now(),
+            now=clock.now(),
             key=key,
             overlap=policy,
             owner=f"cli:{settings.host}:{os.getpid()}",
@@ -446,7 +291,7 @@ def fire(
         )
         summary = services.claim_summary(claim) | {"occurrence": iso(claim.occurrence_at)}
         if as_json:
-            _emit(summary)
+            emit(summary)
         else:
             sys.stdout.write(
                 f"{trigger_id}: {summary['action']}"
@@ -470,9 +315,9 @@ def backfill(
     as_json: JsonOpt = False,
 ) -> None:
     """Dispatch the occurrences of a past range, in order; the daemon launches them."""
-    with _errors(as_json), _store() as store:
-        settings = _settings()
-        now = _clock.now()
+    with errors(as_json), open_store() as store:
+        settings = current_settings()
+        now = clock.now()
         result = services.backfill(
             store,
             trigger_id,
@@ -495,7 +340,7 @@ def backfill(
             for item in result.items
         ]
         if as_json:
-            _emit(
+            emit(
                 {
                     "trigger_id": result.trigger_id,
                     "from": iso(result.start_at),
@@ -507,7 +352,7 @@ def backfill(
                 }
             )
             return
-        _table(
+        table(
             ["occurrence", "status", "reason", "was"],
             [[i["occurrence"], i["status"], i["reason"], i["previous_outcome"]] for i in items],
         )
@@ -531,8 +376,8 @@ def pause(
     as_json: JsonOpt = False,
 ) -> None:
     """Stop new claims for a trigger (kept across applies)."""
-    with _errors(as_json), _store() as store:
-        trigger = services.pause(store, trigger_id, note=note, now=_clock.now())
+    with errors(as_json), open_store() as store:
+        trigger = services.pause(store, trigger_id, note=note, now=clock.now())
         _paused_output(trigger.id, trigger.paused, trigger.pause_note, as_json)
 
 
@@ -541,14 +386,14 @@ def resume(
     trigger_id: Annotated[str, typer.Argument(metavar="ID")], as_json: JsonOpt = False
 ) -> None:
     """Restart claims; the paused period is recorded as skipped, never launched."""
-    with _errors(as_json), _store() as store:
-        trigger = services.resume(store, trigger_id, now=_clock.now())
+    with errors(as_json), open_store() as store:
+        trigger = services.resume(store, trigger_id, now=clock.now())
         _paused_output(trigger.id, trigger.paused, trigger.pause_note, as_json)
 
 
 def _paused_output(trigger_id: str, paused: bool, note: str | None, as_json: bool) -> None:
     if as_json:
-        _emit({"id": trigger_id, "paused": paused, "pause_note": note})
+        emit({"id": trigger_id, "paused": paused, "pause_note": note})
     else:
         sys.stdout.write(f"{trigger_id}: {'paused' if paused else 'resumed'}\n")
 
@@ -556,9 +401,9 @@ def _paused_output(trigger_id: str, paused: bool, note: str | None, as_json: boo
 @app.command()
 def status(as_json: JsonOpt = False) -> None:
     """Daemons' heartbeats, the database, ledger counts."""
-    with _errors(as_json), _store() as store:
-        settings = _settings()
-        now = _clock.now()
+    with errors(as_json), open_store() as store:
+        settings = current_settings()
+        now = clock.now()
         beats = store.heartbeats()
         counts = store.counts()
         triggers = [t for t in store.list_triggers() if not isinstance(t, Exception)]
@@ -574,7 +419,7 @@ def status(as_json: JsonOpt = False) -> None:
                     "started_at": iso(b.started_at),
                     "last_tick_at": iso(b.last_tick_at),
                     "last_tick_age_s": round((now - b.last_tick_at).total_seconds(), 3),
-                    "stopped_at": _opt_iso(b.stopped_at),
+                    "stopped_at": opt_iso(b.stopped_at),
                     "alive": b.stopped_at is None
                     and now - b.last_tick_at < settings.poll_interval * 3 + timedelta(seconds=5),
                 }
@@ -589,7 +434,7 @@ def status(as_json: JsonOpt = False) -> None:
             "fires": counts,
         }
         if as_json:
-            _emit(document)
+            emit(document)
             return
         sys.stdout.write(f"database: {document['database']}\n")
         for daemon in document["daemons"]:
@@ -607,29 +452,15 @@ def db_upgrade(as_json: JsonOpt = False) -> None:
     from looms_runtime.db import Database  # noqa: PLC0415
     from triggers.store.migrate import upgrade  # noqa: PLC0415
 
-    with _errors(as_json):
-        settings = _settings()
-        _quiet_logging(settings)
+    with errors(as_json):
+        settings = current_settings()
+        quiet_logging(settings)
         db = Database(settings.resolved_database_url())
         try:
             state = upgrade(db)
         finally:
             db.dispose()
         if as_json:
-            _emit({"revision": state.current, "head": state.head})
+            emit({"revision": state.current, "head": state.head})
         else:
             sys.stdout.write(f"schema at {state.current} (head {state.head})\n")
-
-
-@contextmanager
-def _store() -> Iterator[Any]:
-    from triggers.daemon import open_database  # noqa: PLC0415
-    from triggers.store.sql import SqlTriggerStore  # noqa: PLC0415
-
-    settings = _settings()
-    _quiet_logging(settings)
-    db = open_database(settings)
-    try:
-        yield SqlTriggerStore(db)
-    finally:
-        db.dispose()
