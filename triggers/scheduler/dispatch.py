@@ -83,14 +83,13 @@ class Dispatcher:
         requests: list[ClaimRequest] = []
         for entry in due:
             trigger = entry.trigger
-            with structlog.contextvars.bound_contextvars(trigger_id=trigger.id):
-                try:
-                    plan = self._plan(entry)
-                except Exception:
-                    log.exception("plan_failed")
-                    report.errors += 1
-                    self._timetable.reschedule(entry, at=self._clock.now() + _RETRY_AFTER)
-                    continue
+            try:
+                plan = self._plan(entry)
+            except Exception:
+                log.exception("plan_failed", trigger_id=trigger.id)
+                report.errors += 1
+                self._timetable.reschedule(entry, at=self._clock.now() + _RETRY_AFTER)
+                continue
             plans[trigger.id] = plan
             if len(plan.dispatch) > _LARGE_CATCHUP:
                 log.warning(
@@ -137,16 +136,21 @@ class Dispatcher:
         if entry.schedule is None:
             raise ScheduleError("trigger has no valid schedule")
         spec = entry.trigger.spec
+        now = self._clock.now()
         # A jittered occurrence is due late on purpose; that delay is not downtime.
-        catchup = Catchup(
-            policy=spec.catchup.policy,
-            window=spec.catchup.window,
-            grace=spec.catchup.grace + spec.jitter,
-        )
+        grace = spec.catchup.grace + spec.jitter
+        # The common case, a tick on time: the one occurrence since the watermark, well
+        # within grace, and the next one not yet due. It is what plan_due would say.
+        next_at = entry.schedule.next_after(entry.watermark_at)
+        if next_at is not None and next_at <= now and now - next_at < grace:
+            following = entry.schedule.next_after(next_at)
+            if following is None or following > now:
+                return DuePlan(dispatch=[next_at], missed=[], watermark_at=next_at)
+        catchup = Catchup(policy=spec.catchup.policy, window=spec.catchup.window, grace=grace)
         return plan_due(
             entry.schedule,
             watermark_at=entry.watermark_at,
-            now=self._clock.now(),
+            now=now,
             catchup=catchup,
             limit=self._plan_limit,
         )
