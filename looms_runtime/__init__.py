@@ -3,7 +3,8 @@
 Each run is an append-only event log in SQL (SQLite or PostgreSQL) with a header row
 and snapshots of its folded state. Effects are two-phase (dispatched, then an
 outcome), so a crash never silently runs a step twice: a step in flight at a crash
-is ambiguous and re-runs only when it is declared idempotent.
+is ambiguous and re-runs only when it is declared idempotent. Durable Python flows
+are written against `looms_runtime.flow` (see docs/runtime.md).
 """
 
 from looms_runtime.db import Database
@@ -12,10 +13,13 @@ from looms_runtime.errors import (
     DuplicateEffectDispatchError,
     EffectNotRetryableError,
     FencedError,
+    HistoryTrimmedError,
     InvalidFlowError,
     InvalidRequestError,
+    KeyPurgedError,
     LoomsError,
     MaxWakeIterationsError,
+    NondeterminismError,
     OperationError,
     RegistryError,
     ReplayError,
@@ -29,6 +33,13 @@ from looms_runtime.errors import (
     UnknownEventTypeError,
     UnknownEventVersionError,
     UnknownFlowError,
+)
+from looms_runtime.flow import (
+    FlowContext,
+    NonRetryableError,
+    Retry,
+    StepFailedError,
+    WaitTimeoutError,
 )
 from looms_runtime.records import (
     EffectInfo,
@@ -53,14 +64,20 @@ __all__ = [
     "EffectNotRetryableError",
     "Event",
     "FencedError",
+    "FlowContext",
+    "HistoryTrimmedError",
     "InvalidFlowError",
     "InvalidRequestError",
+    "KeyPurgedError",
     "LoomsError",
     "MaxWakeIterationsError",
+    "NonRetryableError",
+    "NondeterminismError",
     "OperationError",
     "PublicStatus",
     "RegistryError",
     "ReplayError",
+    "Retry",
     "RunHandle",
     "RunInfo",
     "RunNotFoundError",
@@ -75,9 +92,11 @@ __all__ = [
     "StartConflictError",
     "StartRequest",
     "StepContext",
+    "StepFailedError",
     "StoreError",
     "StoreUnavailableError",
     "UnknownEventTypeError",
     "UnknownEventVersionError",
     "UnknownFlowError",
+    "WaitTimeoutError",
 ]

@@ -8,44 +8,48 @@ that grows without limit.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import structlog
 
 from looms_runtime._effects.context import CancelToken
 from looms_runtime._effects.result import EffectResult
-from looms_runtime._planner import InboxItem
 from looms_runtime._threads import ThreadPool
 from looms_runtime.errors import RunOverloadedError, RuntimeClosedError
 
 log = structlog.get_logger()
 
 
-@dataclass(frozen=True, slots=True)
-class Op:
-    """One operation for a run: drive it (optionally with new requests), or an effect's result."""
+class Op(NamedTuple):
+    """One operation for a run: drive it (`refresh`: re-read its pending requests
+    first), an effect's result, or an ask of the run's Python flow session (a tuple:
+    a start batch makes one per run)."""
 
-    kind: Literal["drive", "outcome"]
+    kind: Literal["drive", "outcome", "flow"]
     result: EffectResult | None = None
-    requests: tuple[InboxItem, ...] = ()
     refresh: bool = False
     seed: Any = None
+    ask: Any = None
 
 
 DRIVE = Op("drive")
+REFRESH = Op("drive", refresh=True)
 
 
 class Slot:
     """A run's mailbox and the working state its worker keeps between operations."""
 
     __slots__ = (
+        "abandon_at",
+        "flow",
         "in_flight",
         "in_flight_effect",
         "ops",
+        "reply",
         "run",
         "run_id",
         "scheduled",
@@ -62,9 +66,21 @@ class Slot:
         self.in_flight_effect: str | None = None
         self.unflushed: Any = None
         self.stash: list[Op] = []
+        self.flow: Any = None
+        """The run's live Python flow session, if any."""
+        self.reply: Any = None
+        """An answer to the session's last ask, sent once the ask's events are durable."""
+        self.abandon_at: int | None = None
+        """When an attempt still running under a cancel is given up (epoch ms)."""
 
     def idle(self) -> bool:
-        return not self.ops and not self.stash and self.in_flight is None and self.unflushed is None
+        return (
+            not self.ops
+            and not self.stash
+            and self.in_flight is None
+            and self.unflushed is None
+            and self.flow is None
+        )
 
 
 class Actors:
@@ -78,8 +94,10 @@ class Actors:
         self._closed = False
         self.handler: Callable[[Slot, Op], None] = lambda slot, op: None
 
-    def submit(self, run_id: str, op: Op, *, external: bool = False) -> None:
+    def submit(self, run_id: str, op: Op, *, external: bool = False) -> bool:
         """Queue `op` for the run and make sure a worker will drain its mailbox.
+
+        Returns False when the operation was dropped (an internal one after `close`).
 
         Raises:
             RunOverloadedError: an external request finds the run's mailbox full.
@@ -90,7 +108,7 @@ class Actors:
                 if external:
                     raise RuntimeClosedError("the runtime is closed")
                 log.debug("operation_dropped_after_close", run_id=run_id, kind=op.kind)
-                return
+                return False
             slot = self._slots.get(run_id)
             if slot is None:
                 slot = self._slots[run_id] = Slot(run_id)
@@ -99,12 +117,34 @@ class Actors:
                     "too many pending operations for the run", run_id=run_id, pending=len(slot.ops)
                 )
             if op == DRIVE and slot.ops and slot.ops[-1] == DRIVE:
-                return  # a queued drive will see everything this one would
+                return True  # a queued drive will see everything this one would
             slot.ops.append(op)
             if slot.scheduled:
-                return
+                return True
             slot.scheduled = True
         self._pool.submit(lambda: self._drain(slot))
+        return True
+
+    def submit_many(self, items: list[tuple[str, Op]]) -> None:
+        """`submit` for many runs (internal operations), under one lock acquisition."""
+        ready: list[Slot] = []
+        with self._lock:
+            if self._closed:
+                return
+            for run_id, op in items:
+                slot = self._slots.get(run_id)
+                if slot is None:
+                    slot = self._slots[run_id] = Slot(run_id)
+                slot.ops.append(op)
+                if not slot.scheduled:
+                    slot.scheduled = True
+                    ready.append(slot)
+        self._pool.submit_many([functools.partial(self._drain, slot) for slot in ready])
+
+    def known(self, run_id: str) -> bool:
+        """Whether the run has a mailbox here now (queued work, or something in flight)."""
+        with self._lock:
+            return run_id in self._slots
 
     def _drain(self, slot: Slot) -> None:
         while True:

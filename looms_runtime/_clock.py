@@ -36,6 +36,11 @@ def to_ms(instant: datetime) -> int:
     return (instant - _EPOCH) // _MS
 
 
+def duration_ms(duration: timedelta) -> int:
+    """A duration in whole milliseconds."""
+    return int(duration / _MS)
+
+
 def from_ms(epoch_ms: int) -> datetime:
     """The aware UTC datetime of epoch milliseconds."""
     return datetime.fromtimestamp(epoch_ms / 1000, tz=UTC)

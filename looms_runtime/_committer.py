@@ -22,7 +22,8 @@ import structlog
 from sqlalchemy.engine import Connection
 
 from looms_runtime._rows import AppendJob, StartJob, driver_errors
-from looms_runtime._store_writes import append_many, insert_runs
+from looms_runtime._store_starts import insert_runs
+from looms_runtime._store_writes import append_many
 from looms_runtime.db import Database
 from looms_runtime.errors import RuntimeClosedError, StoreUnavailableError
 
@@ -37,8 +38,9 @@ _Item = tuple[AppendJob | StartJob, "Future[Any]"]
 class Committer:
     """The runtime's writer thread (see the module docstring)."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, *, trim: bool = False) -> None:
         self._db = db
+        self._trim = trim
         self._cond = threading.Condition()
         self._queue: deque[_Item] = deque()
         self._stopping = False
@@ -102,7 +104,7 @@ class Committer:
     def _commit(self, batch: Sequence[_Item]) -> None:
         try:
             with driver_errors(), self._db.write() as conn:
-                results = _execute(conn, [job for job, _ in batch])
+                results = _execute(conn, [job for job, _ in batch], trim=self._trim)
         except StoreUnavailableError as exc:
             # The database itself failed: every job would fail alone too, and retrying
             # each would hold the writer for a connect timeout per job.
@@ -124,7 +126,7 @@ class Committer:
                 future.set_result(result)
 
 
-def _execute(conn: Connection, jobs: Sequence[AppendJob | StartJob]) -> list[Any]:
+def _execute(conn: Connection, jobs: Sequence[AppendJob | StartJob], *, trim: bool) -> list[Any]:
     """Run a batch inside one transaction; results come back in job order."""
     results: list[Any] = [None] * len(jobs)
     starts = [(i, job) for i, job in enumerate(jobs) if isinstance(job, StartJob)]
@@ -135,7 +137,7 @@ def _execute(conn: Connection, jobs: Sequence[AppendJob | StartJob]) -> list[Any
     appends = [(i, job) for i, job in enumerate(jobs) if isinstance(job, AppendJob)]
     if appends:
         for (i, _), outcome in zip(
-            appends, append_many(conn, [job for _, job in appends]), strict=True
+            appends, append_many(conn, [job for _, job in appends], trim=trim), strict=True
         ):
             results[i] = outcome
     return results

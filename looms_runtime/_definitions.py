@@ -18,16 +18,24 @@ from looms_runtime.errors import InvalidFlowError
 EFFECT_KINDS = frozenset({"command", "http", "python"})
 HTTP_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 _HTTP_STATUSES = range(100, 600)
+_MAX_EXIT_CODE = 255
 _REF = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RetryPolicy:
-    """Attempts of a step: the first plus retries, with capped exponential backoff."""
+    """Attempts of a step: the first plus retries, with capped exponential backoff.
+
+    A failure that is not retryable (a command's exit code in
+    `non_retryable_exit_codes`, a Python step raising `NonRetryableError`) ends the
+    step at once; no retry starts `deadline_s` after the first attempt was dispatched.
+    """
 
     max_attempts: int
     backoff_s: float
     max_backoff_s: float
+    non_retryable_exit_codes: tuple[int, ...] = ()
+    deadline_s: float | None = None
 
     def delay_ms(self, failures: int) -> int:
         """The wait after the `failures`-th failed attempt (1-based)."""
@@ -112,9 +120,14 @@ class StepsFlow:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PythonFlow:
-    """A durable Python flow (`module:function` taking a context)."""
+    """A durable Python flow (`module:function` taking a context and the run's input).
+
+    `version` is an optional label its author bumps when the code changes in a way
+    that would not replay older runs; the flow reads it back as `ctx.flow_version`.
+    """
 
     ref: str
+    version: str | None = None
     kind: ClassVar[str] = "python"
 
 
@@ -160,9 +173,10 @@ def _parse(definition: Any, problems: _Problems) -> FlowDef | None:
         return None
     kind = definition.get("kind")
     if kind == "python":
-        _unknown_keys(definition, {"kind", "ref"}, "$", problems)
+        _unknown_keys(definition, {"kind", "ref", "version"}, "$", problems)
         ref = _ref(definition.get("ref"), "$.ref", problems)
-        return PythonFlow(ref=ref)
+        label = _optional_str(definition.get("version"), "$.version", problems)
+        return PythonFlow(ref=ref, version=label)
     if kind != "steps":
         problems.add("$.kind", f"must be 'steps' or 'python', not {kind!r}")
         return None
@@ -269,14 +283,27 @@ def _retry(raw: Any, path: str, problems: _Problems) -> RetryPolicy | None:
     if not isinstance(raw, Mapping):
         problems.add(path, "must be an object or null")
         return None
-    _unknown_keys(raw, {"max_attempts", "backoff_s", "max_backoff_s"}, path, problems)
+    allowed = {"max_attempts", "backoff_s", "max_backoff_s", "non_retryable_exit_codes"}
+    _unknown_keys(raw, allowed | {"deadline_s"}, path, problems)
     attempts = raw.get("max_attempts")
     if not isinstance(attempts, int) or isinstance(attempts, bool) or attempts < 1:
         problems.add(f"{path}.max_attempts", "must be an integer >= 1")
         attempts = 1
     backoff = _number(raw.get("backoff_s", 1.0), f"{path}.backoff_s", problems, minimum=0.0)
     cap = _number(raw.get("max_backoff_s", 300.0), f"{path}.max_backoff_s", problems, minimum=0.0)
-    return RetryPolicy(max_attempts=attempts, backoff_s=backoff or 0.0, max_backoff_s=cap or 0.0)
+    codes = raw.get("non_retryable_exit_codes") or []
+    if not isinstance(codes, list) or not all(
+        isinstance(c, int) and not isinstance(c, bool) and 0 <= c <= _MAX_EXIT_CODE for c in codes
+    ):
+        problems.add(f"{path}.non_retryable_exit_codes", "must be a list of exit codes (0-255)")
+        codes = []
+    return RetryPolicy(
+        max_attempts=attempts,
+        backoff_s=backoff or 0.0,
+        max_backoff_s=cap or 0.0,
+        non_retryable_exit_codes=tuple(codes),
+        deadline_s=_optional_number(raw.get("deadline_s"), f"{path}.deadline_s", problems),
+    )
 
 
 def _number(raw: Any, path: str, problems: _Problems, *, minimum: float) -> float | None:

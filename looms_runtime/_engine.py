@@ -8,24 +8,36 @@ as `outcome` operations, so the worker never blocks on a command.
 Crash safety rests on two rules: an effect runs only after its `effect_dispatched`
 event committed, and a run loaded from the store has nothing in flight, so any
 dispatched effect without an outcome in its log is ambiguous (the planner says so).
+
+A Python flow's code runs in a session (`_engine_flow`) whose asks arrive as `flow`
+operations; they are folded and appended like any other events.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 import structlog
 
 from looms_runtime._actors import DRIVE, Actors, Op, Slot
-from looms_runtime._canonical import canonical_json
 from looms_runtime._committer import Committer
-from looms_runtime._effects.context import EffectContext
 from looms_runtime._effects.launch import EffectRunner
 from looms_runtime._effects.result import EffectResult
-from looms_runtime._events import EventType, NewEvent
-from looms_runtime._fold import FOLD_VERSION, RunState, apply, fold, state_hash, state_to_json
+from looms_runtime._engine_flow import FlowHost
+from looms_runtime._engine_parts import (
+    EngineConfig,
+    Unflushed,
+    append_job,
+    attempt_limit_s,
+    effect_context,
+    log_emitted,
+    log_outcome,
+    releases,
+    settled_record,
+)
+from looms_runtime._events import NewEvent
+from looms_runtime._fold import RunState, apply, fold
+from looms_runtime._late import LateOutcomes, abandon_after_ms, abandoned
 from looms_runtime._loading import (
     DEFAULT_GRACE_S,
     LoadedRun,
@@ -37,14 +49,16 @@ from looms_runtime._planner import (
     Decision,
     Dispatch,
     Emit,
+    FlowDispatch,
     Idle,
+    RunFlow,
     Sleep,
-    next_wake_at,
+    late_outcome,
     outcome_events,
     plan,
 )
 from looms_runtime._registry import FlowRegistry
-from looms_runtime._rows import AppendJob, NewRun, SnapshotRow
+from looms_runtime._rows import AppendJob, NewRun
 from looms_runtime._starts import seeded
 from looms_runtime._timers import TimerQueue
 from looms_runtime.db import Database
@@ -56,32 +70,14 @@ from looms_runtime.errors import (
 )
 from looms_runtime.records import RunSettled
 
+__all__ = ["Engine", "EngineConfig"]
+
 log = structlog.get_logger()
 
 MAX_WAKE_ITERATIONS = 100
 RETRY_MIN_MS = 250
 RETRY_MAX_MS = 30_000
 FAILED_DRIVE_RETRY_MS = 60_000
-
-
-@dataclass(slots=True, kw_only=True)
-class Unflushed:
-    """An append whose commit failed transiently, retried with the same fence before all else."""
-
-    job: AppendJob
-    run: LoadedRun
-    state: RunState
-    then: Decision
-    attempts: int = 1
-    deferred: list[Op] = field(default_factory=list)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class EngineConfig:
-    owner: str
-    env_prefix: str
-    output_limit_bytes: int
-    snapshot_every: int
 
 
 class Engine:
@@ -111,6 +107,10 @@ class Engine:
         self._flows = flows
         self._on_settled = on_settled
         self._settled_notify = settled_notify
+        self._host = FlowHost(clock_ms=clock_ms, runner=runner, submit=actors.submit)
+        self._late = LateOutcomes(
+            db=db, committer=committer, owner=config.owner, clock_ms=clock_ms, host=self._host
+        )
         self.closing = False
 
     def handle(self, slot: Slot, op: Op) -> None:
@@ -147,10 +147,13 @@ class Engine:
     def _drop(self, slot: Slot, op: Op) -> None:
         slot.run = None
         slot.unflushed = None
+        self._host.abandon(slot)
         if op.kind == "outcome":
             slot.in_flight = None
             slot.in_flight_effect = None
             log.error("effect_outcome_lost", effect_id=op.result.effect_id if op.result else None)
+        elif op.kind == "flow" and op.ask is not None:
+            self._host.refuse(op.ask)
 
     def _handle(self, slot: Slot, op: Op) -> None:
         if slot.unflushed is not None:
@@ -164,49 +167,75 @@ class Engine:
         if run is None:
             run = load_owned_run(self._db, self._flows, slot.run_id, owner=self._config.owner)
             if run is None:
-                if op.kind == "outcome":
-                    slot.in_flight = None
-                    slot.in_flight_effect = None
-                    log.warning("effect_outcome_discarded", reason="run not owned or settled")
+                self._late.orphan(slot, op)
                 return
             slot.run = run
         if op.refresh:
             run.inbox = reload_inbox(self._db, slot.run_id)
-        known = {item.key for item in run.inbox}
-        run.inbox.extend(item for item in op.requests if item.key not in known)
         pending: list[NewEvent] = []
         state = run.state
+        first: Decision | None = None
         if op.kind == "outcome" and op.result is not None:
             slot.in_flight = None
             slot.in_flight_effect = None
-            pending.extend(outcome_events(state, run.flow, op.result, now_ms=self._clock_ms()))
+            slot.abandon_at = None
+            now = self._clock_ms()
+            recorded = outcome_events(state, run.flow, op.result, now_ms=now)
+            pending.extend(recorded or (late_outcome(op.result),))
             state = fold(pending, state)
-            _log_outcome(op.result)
-        self._advance(slot, run, state, pending)
+            log_outcome(op.result)
+        elif op.kind == "flow":
+            events, first = self._host.on_ask(slot, run, state, op.ask, closing=self.closing)
+            pending.extend(events)
+            state = fold(events, state)
+        if self._abandoning(slot, run, state):
+            given_up = abandoned(state, run.cancel_grace_s)
+            pending.extend(given_up)
+            state = fold(given_up, state)
+        self._advance(slot, run, state, pending, first)
+
+    def _abandoning(self, slot: Slot, run: LoadedRun, state: RunState) -> bool:
+        due = slot.abandon_at
+        if due is None or not state.cancel_requested or slot.in_flight is None:
+            return False
+        return self._clock_ms() >= due and not state.settled
 
     def _advance(
-        self, slot: Slot, run: LoadedRun, state: RunState, pending: list[NewEvent]
+        self,
+        slot: Slot,
+        run: LoadedRun,
+        state: RunState,
+        pending: list[NewEvent],
+        first: Decision | None = None,
     ) -> None:
         consumed: list[str] = []
         in_flight = (slot.in_flight_effect,) if slot.in_flight_effect else ()
         for _ in range(MAX_WAKE_ITERATIONS):
-            decision = plan(
-                state, run.flow, now_ms=self._clock_ms(), in_flight=in_flight, inbox=run.inbox
+            decision = first or plan(
+                state,
+                run.flow,
+                now_ms=self._clock_ms(),
+                in_flight=in_flight,
+                inbox=run.inbox,
+                running=slot.flow is not None,
             )
+            first = None
+            if isinstance(decision, FlowDispatch):
+                pending.append(decision.event)
+                state = apply(state, decision.event)
             if isinstance(decision, Emit):
                 self._take_requests(run, decision.consumed)
                 pending.extend(decision.events)
                 consumed.extend(decision.consumed)
                 state = fold(decision.events, state)
-                _log_emitted(decision.events)
+                log_emitted(decision.events)
                 continue
+            if isinstance(decision, Dispatch | RunFlow) and self.closing:
+                # A closing runtime starts nothing new: the run resumes at the next start.
+                decision = Idle("closing")
             if isinstance(decision, Dispatch):
-                if self.closing:
-                    # A closing runtime starts nothing new: the run resumes at the next start.
-                    decision = Idle("closing")
-                else:
-                    pending.append(decision.event)
-                    state = apply(state, decision.event)
+                pending.append(decision.event)
+                state = apply(state, decision.event)
             if pending or consumed:
                 job = self._job(slot, run, state, pending, consumed, decision)
                 if not self._append(slot, run, job, state, decision):
@@ -232,32 +261,14 @@ class Engine:
         consumed: list[str],
         decision: Decision,
     ) -> AppendJob:
-        every = self._config.snapshot_every
-        releasing = isinstance(decision, Sleep) or (
-            isinstance(decision, Idle) and slot.in_flight is None
-        )
-        due = every > 0 and state.seq - run.snapshot_seq >= every
-        snapshot = None
-        if not state.settled and state.seq > run.snapshot_seq and (due or releasing):
-            snapshot = SnapshotRow(
-                seq=state.seq,
-                state=state_to_json(state),
-                state_hash=state_hash(state),
-                fold_version=FOLD_VERSION,
-            )
-        return AppendJob(
-            run_id=run.header.run_id,
-            expected_seq=run.state.seq,
-            lease_epoch=run.header.lease_epoch,
-            events=tuple(events),
+        return append_job(
+            run,
+            state,
+            events,
+            consumed,
+            releasing=releases(decision, in_flight=slot.in_flight is not None),
+            snapshot_every=self._config.snapshot_every,
             now_ms=self._clock_ms(),
-            status=state.status,
-            next_wake_at=next_wake_at(state),
-            settled=state.settled,
-            error=state.error if state.settled else state.park_reason,
-            result=state.result if state.status == "completed" else None,
-            snapshot=snapshot,
-            consumed=tuple(consumed),
         )
 
     def _append(
@@ -269,6 +280,7 @@ class Engine:
             if not still_committed(self._db, job, owner=self._config.owner):
                 log.warning("append_fenced", **exc.details)
                 slot.run = None
+                self._host.abandon(slot)
                 self._actors.submit(slot.run_id, DRIVE)
                 return False
         except StoreUnavailableError as exc:
@@ -301,6 +313,7 @@ class Engine:
             if not committed:
                 slot.unflushed = None
                 slot.run = None
+                self._host.abandon(slot)
                 return
         slot.unflushed = None
         slot.run = pending.run
@@ -312,25 +325,30 @@ class Engine:
             self._settled(slot, run)
         elif isinstance(decision, Dispatch):
             self._launch(slot, run, decision)
+        elif isinstance(decision, FlowDispatch):
+            slot.in_flight_effect = decision.effect_id
+        elif isinstance(decision, RunFlow):
+            self._host.launch(slot, run)
         elif isinstance(decision, Sleep):
             self._timers.schedule(slot.run_id, decision.until)
         elif state.cancel_requested and slot.in_flight is not None:
-            slot.in_flight.cancel(run.cancel_grace_s)
+            self._cancel_in_flight(slot, run, state)
+        self._host.answer(slot)
+
+    def _cancel_in_flight(self, slot: Slot, run: LoadedRun, state: RunState) -> None:
+        assert slot.in_flight is not None  # noqa: S101 - checked by the caller
+        slot.in_flight.cancel(run.cancel_grace_s)
+        if slot.abandon_at is None:
+            effect = state.effects.get(slot.in_flight_effect or "")
+            kind = effect.kind if effect is not None else None
+            slot.abandon_at = self._clock_ms() + abandon_after_ms(kind, run.cancel_grace_s)
+            self._timers.schedule(slot.run_id, slot.abandon_at)
 
     def _launch(self, slot: Slot, run: LoadedRun, decision: Dispatch) -> None:
         step = decision.step
-        header = run.header
-        input_json = canonical_json(header.input)
-        ctx = EffectContext(
-            run_id=header.run_id,
-            effect_id=step.id,
-            step_id=step.id,
-            attempt=decision.attempt,
-            # Each attempt gets its own copy: a step that mutates its input cannot
-            # change what the next step (or a replay) sees.
-            input=json.loads(input_json),
-            input_json=input_json,
-            run_env=header.env,
+        ctx = effect_context(
+            run,
+            decision,
             env_prefix=self._config.env_prefix,
             output_limit_bytes=self._config.output_limit_bytes,
         )
@@ -341,10 +359,12 @@ class Engine:
             attempt=decision.attempt,
             deadline_at=decision.deadline_at,
         )
-        run_id = header.run_id
+        run_id = run.header.run_id
         slot.in_flight_effect = step.id
+        slot.abandon_at = None
+        timeout_s = attempt_limit_s(step.timeout_s, decision.event, self._clock_ms())
         slot.in_flight = self._runner.launch(
-            step, ctx, lambda result: self._effect_done(run_id, result)
+            step, ctx, lambda result: self._effect_done(run_id, result), timeout_s=timeout_s
         )
 
     def _effect_done(self, run_id: str, result: EffectResult) -> None:
@@ -352,41 +372,19 @@ class Engine:
 
     def _settled(self, slot: Slot, run: LoadedRun) -> None:
         state = run.state
-        header = run.header
         slot.run = None
-        log.debug("run_settled", status=state.status, error=state.error, flow=header.flow)
-        self._settled_notify(header.run_id)
+        slot.abandon_at = None
+        if slot.flow is not None:
+            # Settled under a live session (a cancel): it stops at its next call.
+            slot.flow.token.cancel(0.0)
+        log.debug("run_settled", status=state.status, error=state.error, flow=run.header.flow)
+        self._settled_notify(run.header.run_id)
         if self._on_settled is None:
             return
-        settled = RunSettled(
-            run_id=header.run_id,
-            status=state.status,  # type: ignore[arg-type]  # settled() guarantees a terminal status
-            error=state.error,
-            idempotency_key=header.idempotency_key,
-            attributes=header.attributes,
-        )
         try:
-            self._on_settled(settled)
+            self._on_settled(settled_record(run))
         except Exception:
             log.exception("on_settled_failed")
 
     def _retry_later(self, run_id: str, delay_ms: int) -> None:
         self._timers.schedule(run_id, self._clock_ms() + delay_ms)
-
-
-def _log_outcome(result: EffectResult) -> None:
-    fields = {"effect_id": result.effect_id, "attempt": result.attempt}
-    if result.ok:
-        log.debug("effect_succeeded", **fields)
-    else:
-        log.info("effect_failed", error=result.error, cancelled=result.cancelled, **fields)
-
-
-def _log_emitted(events: tuple[NewEvent, ...]) -> None:
-    for event in events:
-        if event.type == EventType.EFFECT_AMBIGUOUS:
-            log.warning("effect_ambiguous", **event.payload)
-        elif event.type == EventType.RUN_PARKED:
-            log.warning("run_parked", **event.payload)
-        elif event.type == EventType.CANCEL_REQUESTED:
-            log.info("cancel_requested", reason=event.payload.get("reason"))

@@ -1,20 +1,39 @@
-"""A run's state as a pure fold of its events, and the snapshot form of that state.
+"""A run's state as a pure fold of its events.
 
 `apply` reads nothing but the event: no clock, no definition, no database. Every
 decision that needs those (a retry's time, whether a step is the last) is made by
 the planner and recorded in an event's payload, so folding a log today gives the
 state it gave when it was written.
+
+A Python flow's calls land in `RunState.journal` in call order, each at the
+position its event names: a replay of the flow function reads them back by
+position, so a log whose positions do not follow each other is refused here.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
-from looms_runtime._canonical import digest
-from looms_runtime._events import KNOWN_VERSIONS, EventType, FoldEvent, RecordedEvent
+from looms_runtime._events import (
+    INFORMATIONAL,
+    KNOWN_VERSIONS,
+    EventType,
+    FoldEvent,
+    RecordedEvent,
+)
+from looms_runtime._state import (
+    FOLD_VERSION,
+    STUCK,
+    TERMINAL,
+    EffectState,
+    RunState,
+    WaitState,
+    state_from_json,
+    state_hash,
+    state_to_json,
+)
 from looms_runtime.errors import (
     CorruptHistoryError,
     DuplicateEffectDispatchError,
@@ -22,62 +41,20 @@ from looms_runtime.errors import (
     UnknownEventVersionError,
 )
 
-FOLD_VERSION = "1"
-"""Bumped whenever the state's shape or a rule of `apply` changes; older snapshots are ignored."""
-
-TERMINAL = frozenset({"completed", "failed", "cancelled"})
-STUCK = frozenset({"ambiguous", "timed_out"})
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class EffectState:
-    """An outstanding effect: dispatched, waiting to retry, stuck or finally failed."""
-
-    effect_id: str
-    step_index: int
-    kind: str
-    idempotent: bool
-    status: str
-    attempt: int
-    failures: int = 0
-    ambiguities: int = 0
-    dispatched_at: int | None = None
-    deadline_at: int | None = None
-    next_attempt_at: int | None = None
-    last_error: str | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class WaitState:
-    """A durable wait: a sleep until `until`, or a signal (with an optional deadline)."""
-
-    wait_id: str
-    step_index: int
-    kind: str
-    until: int | None
-    signal: str | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RunState:
-    """Everything the planner needs to decide a run's next move."""
-
-    seq: int = 0
-    status: str = "new"
-    flow: str = ""
-    version: str = ""
-    completed_steps: int = 0
-    effects: Mapping[str, EffectState] = field(default_factory=dict)
-    waits: Mapping[str, WaitState] = field(default_factory=dict)
-    cancel_requested: bool = False
-    cancel_reason: str | None = None
-    park_reason: str | None = None
-    error: str | None = None
-    result: Any = None
-
-    @property
-    def settled(self) -> bool:
-        return self.status in TERMINAL
+__all__ = [
+    "FOLD_VERSION",
+    "STUCK",
+    "TERMINAL",
+    "EffectState",
+    "RunState",
+    "WaitState",
+    "apply",
+    "fold",
+    "fold_recorded",
+    "state_from_json",
+    "state_hash",
+    "state_to_json",
+]
 
 
 def fold(events: Iterable[FoldEvent], initial: RunState | None = None) -> RunState:
@@ -126,6 +103,8 @@ def apply(state: RunState, event: FoldEvent) -> RunState:
     kind = EventType(event.type)
     if state.status == "new" and kind is not EventType.RUN_STARTED:
         raise CorruptHistoryError(f"{kind} before run_started", seq=state.seq + 1)
+    if kind in INFORMATIONAL:
+        return dataclasses.replace(state, seq=state.seq + 1)
     if state.settled:
         raise CorruptHistoryError(f"{kind} after the run settled", seq=state.seq + 1)
     try:
@@ -139,7 +118,28 @@ def _run_started(state: RunState, p: Mapping[str, Any]) -> RunState:
     if state.status != "new":
         raise CorruptHistoryError("run_started twice", seq=state.seq + 1)
     return dataclasses.replace(
-        state, status="active", flow=str(p["flow"]), version=str(p["version"])
+        state,
+        status="active",
+        flow=str(p["flow"]),
+        version=str(p["version"]),
+        flow_kind=str(p.get("flow_kind", "steps")),
+    )
+
+
+def _at_frontier(state: RunState, position: int) -> None:
+    """A Python flow's new call must take the next free position of its journal."""
+    if state.python and position != len(state.journal):
+        raise CorruptHistoryError(
+            f"flow call at position {position}, the journal holds {len(state.journal)}",
+            seq=state.seq + 1,
+        )
+
+
+def _journaled(state: RunState, entry: Mapping[str, Any], *, counts: bool) -> RunState:
+    return dataclasses.replace(
+        state,
+        journal=(*state.journal, entry),
+        completed_steps=state.completed_steps + (1 if counts else 0),
     )
 
 
@@ -154,6 +154,8 @@ def _dispatched(state: RunState, p: Mapping[str, Any]) -> RunState:
             attempt=attempt,
             seq=state.seq + 1,
         )
+    if previous is None:
+        _at_frontier(state, int(p["step_index"]))
     effect = EffectState(
         effect_id=effect_id,
         step_index=int(p["step_index"]),
@@ -166,6 +168,8 @@ def _dispatched(state: RunState, p: Mapping[str, Any]) -> RunState:
         dispatched_at=_opt_int(p.get("dispatched_at")),
         deadline_at=_opt_int(p.get("deadline_at")),
         last_error=previous.last_error if previous else None,
+        name=_opt_str(p.get("name")),
+        give_up_at=previous.give_up_at if previous else _opt_int(p.get("give_up_at")),
     )
     return dataclasses.replace(state, effects={**state.effects, effect_id: effect})
 
@@ -178,11 +182,18 @@ def _current(state: RunState, p: Mapping[str, Any]) -> EffectState | None:
     return effect
 
 
+def _without(state: RunState, effect_id: str) -> dict[str, EffectState]:
+    return {k: v for k, v in state.effects.items() if k != effect_id}
+
+
 def _succeeded(state: RunState, p: Mapping[str, Any]) -> RunState:
     effect = _current(state, p)
     if effect is None:
         return state
-    effects = {k: v for k, v in state.effects.items() if k != effect.effect_id}
+    effects = _without(state, effect.effect_id)
+    if state.python:
+        entry = {"kind": "step", "name": effect.name, "ok": True, "output": p.get("output")}
+        return _journaled(dataclasses.replace(state, effects=effects), entry, counts=True)
     return dataclasses.replace(
         state,
         effects=effects,
@@ -196,12 +207,24 @@ def _failed(state: RunState, p: Mapping[str, Any]) -> RunState:
     if effect is None:
         return state
     next_at = _opt_int(p.get("next_attempt_at"))
+    error = _opt_str(p.get("error"))
+    if state.python and next_at is None:
+        # The flow function sees this failure as an exception it may handle.
+        entry = {
+            "kind": "step",
+            "name": effect.name,
+            "ok": False,
+            "error": error,
+            "attempts": effect.failures + 1,
+        }
+        state = dataclasses.replace(state, effects=_without(state, effect.effect_id))
+        return _journaled(state, entry, counts=True)
     failed = dataclasses.replace(
         effect,
         status="retry_wait" if next_at is not None else "failed",
         failures=effect.failures + 1,
         next_attempt_at=next_at,
-        last_error=_opt_str(p.get("error")),
+        last_error=error,
     )
     return dataclasses.replace(state, effects={**state.effects, effect.effect_id: failed})
 
@@ -247,6 +270,7 @@ def _wait_started(state: RunState, p: Mapping[str, Any]) -> RunState:
         until=_opt_int(p.get("until")),
         signal=_opt_str(p.get("signal")),
     )
+    _at_frontier(state, wait.step_index)
     return dataclasses.replace(state, waits={**state.waits, wait.wait_id: wait})
 
 
@@ -256,11 +280,25 @@ def _wait_finished(state: RunState, p: Mapping[str, Any]) -> RunState:
         raise CorruptHistoryError(f"wait {p['wait_id']!r} finished but never started")
     waits = {k: v for k, v in state.waits.items() if k != wait.wait_id}
     reason = str(p["reason"])
+    if state.python:
+        entry: dict[str, Any] = {"kind": wait.kind}
+        if wait.kind == "signal":
+            entry |= {"name": wait.signal, "timed_out": reason == "timeout"}
+            entry["payload"] = p.get("payload") if reason == "signal" else None
+        return _journaled(dataclasses.replace(state, waits=waits), entry, counts=True)
     if reason == "timeout":
         return dataclasses.replace(state, waits=waits)
     result = p.get("payload") if reason == "signal" else state.result
     completed = max(state.completed_steps, wait.step_index + 1)
     return dataclasses.replace(state, waits=waits, completed_steps=completed, result=result)
+
+
+def _flow_value(state: RunState, p: Mapping[str, Any]) -> RunState:
+    if not state.python:
+        raise CorruptHistoryError("flow_value_recorded in a run that is not a Python flow")
+    _at_frontier(state, int(p["position"]))
+    entry = {"kind": str(p["kind"]), "value": p["value"]}
+    return _journaled(state, entry, counts=False)
 
 
 def _cancel_requested(state: RunState, p: Mapping[str, Any]) -> RunState:
@@ -303,6 +341,7 @@ _RULES = {
     EventType.RUN_COMPLETED: _completed,
     EventType.RUN_FAILED: _run_failed,
     EventType.RUN_CANCELLED: _run_cancelled,
+    EventType.FLOW_VALUE_RECORDED: _flow_value,
 }
 
 
@@ -312,28 +351,3 @@ def _opt_int(value: Any) -> int | None:
 
 def _opt_str(value: Any) -> str | None:
     return None if value is None else str(value)
-
-
-def state_to_json(state: RunState) -> dict[str, Any]:
-    """The snapshot form of a state (plain JSON)."""
-    return dataclasses.asdict(state)
-
-
-def state_from_json(data: Mapping[str, Any]) -> RunState:
-    """The state a snapshot holds.
-
-    Raises:
-        CorruptHistoryError: the snapshot does not have the state's shape.
-    """
-    try:
-        effects = {k: EffectState(**v) for k, v in data["effects"].items()}
-        waits = {k: WaitState(**v) for k, v in data["waits"].items()}
-        fields = {k: v for k, v in data.items() if k not in {"effects", "waits"}}
-        return RunState(**fields, effects=effects, waits=waits)
-    except (KeyError, TypeError, AttributeError) as exc:
-        raise CorruptHistoryError(f"snapshot does not match fold v{FOLD_VERSION}: {exc}") from exc
-
-
-def state_hash(state: RunState) -> str:
-    """A digest of the state, stored with its snapshot to detect a corrupt or stale one."""
-    return digest(state_to_json(state))

@@ -20,7 +20,7 @@ from looms_runtime._store_reads import (
     read_events,
 )
 from looms_runtime.db import Database
-from looms_runtime.errors import CorruptHistoryError, LoomsError, ReplayError
+from looms_runtime.errors import CorruptHistoryError, HistoryTrimmedError, LoomsError, ReplayError
 from looms_runtime.schema import UNSETTLED
 
 log = structlog.get_logger()
@@ -114,13 +114,21 @@ def restore(db: Database, record: LoadedRecord) -> RunState:
 
     Raises:
         ReplayError: the log itself cannot be folded.
+        HistoryTrimmedError: the snapshot is unusable and the log behind it was trimmed.
     """
     header = record.header
-    initial = _usable_snapshot(record)
+    initial = usable_snapshot(record)
     events = record.events
     if initial is None and record.snapshot is not None:
         with driver_errors(), db.read() as conn:
             events = read_events(conn, header.run_id, from_seq=1, to_seq=header.last_seq)
+        if events and events[0].seq != 1:
+            raise HistoryTrimmedError(
+                "the run's snapshot is unusable and the events behind it were trimmed",
+                run_id=header.run_id,
+                snapshot_seq=record.snapshot.seq,
+                fold_version=record.snapshot.fold_version,
+            )
     state = fold_recorded(events, initial)
     if state.seq != header.last_seq:
         raise CorruptHistoryError(
@@ -132,7 +140,8 @@ def restore(db: Database, record: LoadedRecord) -> RunState:
     return state
 
 
-def _usable_snapshot(record: LoadedRecord) -> RunState | None:
+def usable_snapshot(record: LoadedRecord) -> RunState | None:
+    """The record's snapshot as a state, or None when it is missing, stale or corrupt."""
     snapshot = record.snapshot
     if snapshot is None or snapshot.fold_version != FOLD_VERSION:
         return None

@@ -2,11 +2,15 @@
 
 - Heartbeat: this owner's row in `looms_owners` is renewed every third of the lease;
   runs whose owner's lease lapsed are orphans any runtime may take.
-- Takeover: every half lease, orphaned runs (no owner, or an owner whose lease
-  lapsed) are looked for by a read, then claimed (their lease epoch bumped, which
-  fences any zombie owner) and driven here.
+- Takeover: every second, owners whose lease lapsed are looked for (a read of the
+  small owners table); their runs, and every half lease any run without a live
+  owner, are claimed (their lease epoch bumped, which fences a zombie owner) and
+  driven here. A dead daemon's runs move within about one lease.
 - Requests: cancels and signals recorded by other processes (a CLI) are noticed by a
   cheap indexed poll, since only the owner of a run may append to it.
+- Sweep: our runs that should be moving but are not known to any worker here (a
+  start whose commit answer was lost, a wake-up lost to a failure) are driven again.
+- Retention: hourly, when configured, settled runs past it are purged in batches.
 """
 
 from __future__ import annotations
@@ -15,12 +19,23 @@ import os
 import socket
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
 
 import structlog
 from sqlalchemy.engine import Connection
 
+from looms_runtime._clock import duration_ms
+from looms_runtime._retention import drop_tombstones, purge_settled
 from looms_runtime._rows import driver_errors
-from looms_runtime._store_control import any_orphans, claim_runs, heartbeat, release_owner
+from looms_runtime._store_control import (
+    any_orphans,
+    claim_runs,
+    heartbeat,
+    lapsed_owner_runs,
+    release_owner,
+    stranded_runs,
+)
 from looms_runtime._store_reads import runs_with_new_requests
 from looms_runtime.db import Database
 from looms_runtime.errors import LoomsError
@@ -30,6 +45,27 @@ log = structlog.get_logger()
 REQUEST_POLL_S = 1.0
 REQUEST_POLL_OVERLAP_MS = 2000
 """Requests are polled with some overlap: rows committed late by a slow writer are still seen."""
+SWEEP_EVERY_MS = 10_000
+STRANDED_AFTER_MS = 10_000
+"""A run is stranded only this long after it should have moved: a busy worker is not a loss."""
+SWEEP_LIMIT = 1000
+RETENTION_EVERY_MS = 3_600_000
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Retention:
+    """How long settled runs (and their tombstones) are kept; None keeps them forever."""
+
+    runs_ms: int | None = None
+    tombstones_ms: int | None = None
+    batch_size: int = 500
+
+    @classmethod
+    def of(cls, runs: timedelta | None, tombstones: timedelta | None) -> Retention:
+        return cls(
+            runs_ms=None if runs is None else duration_ms(runs),
+            tombstones_ms=None if tombstones is None else duration_ms(tombstones),
+        )
 
 
 class Maintenance:
@@ -43,16 +79,22 @@ class Maintenance:
         clock_ms: Callable[[], int],
         lease_ms: int,
         drive: Callable[[list[str], bool], None],
+        known: Callable[[str], bool],
+        retention: Retention,
     ) -> None:
         self._db = db
         self._owner = owner
         self._clock_ms = clock_ms
         self._lease_ms = lease_ms
         self._drive = drive
+        self._known = known
+        self._retention = retention
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._next_heartbeat = 0
         self._next_takeover = 0
+        self._next_sweep = 0
+        self._next_purge = 0
         self._polled_at = 0
         # A heartbeat must land well inside every lease, however short the lease is.
         self._period_s = min(REQUEST_POLL_S, lease_ms / 3000)
@@ -66,6 +108,7 @@ class Maintenance:
         self._polled_at = now
         self._next_heartbeat = now + self._lease_ms // 3
         self._next_takeover = now + self._lease_ms // 2
+        self._next_sweep = now + SWEEP_EVERY_MS
         return [run_id for run_id, _ in claimed]
 
     def start(self) -> None:
@@ -101,20 +144,62 @@ class Maintenance:
         since = self._polled_at - REQUEST_POLL_OVERLAP_MS
         with driver_errors(), self._db.read() as conn:
             requested = runs_with_new_requests(conn, owner=self._owner, since_ms=since)
+            full = now >= self._next_takeover
+            orphans = (
+                any_orphans(conn, owner=self._owner, now_ms=now)
+                if full
+                else lapsed_owner_runs(conn, owner=self._owner, now_ms=now)
+            )
         self._polled_at = now
         if requested:
             self._drive(requested, True)
-        if now < self._next_takeover:
-            return
-        self._next_takeover = now + self._lease_ms // 2
-        with driver_errors(), self._db.read() as conn:
-            orphans = any_orphans(conn, owner=self._owner, now_ms=now)
+        if full:
+            self._next_takeover = now + self._lease_ms // 2
         if orphans:
-            with driver_errors(), self._db.write() as conn:
-                taken = claim_runs(conn, owner=self._owner, now_ms=now, include_own=False)
-            if taken:
-                log.warning("runs_taken_over", count=len(taken))
-                self._drive([run_id for run_id, _ in taken], False)
+            self._take_over(now)
+        if now >= self._next_sweep:
+            self._next_sweep = now + SWEEP_EVERY_MS
+            self._sweep(now)
+        if now >= self._next_purge and self._retention.runs_ms is not None:
+            self._next_purge = now + RETENTION_EVERY_MS
+            self.purge(now)
+
+    def _take_over(self, now: int) -> None:
+        with driver_errors(), self._db.write() as conn:
+            taken = claim_runs(conn, owner=self._owner, now_ms=now, include_own=False)
+        if taken:
+            log.warning("runs_taken_over", count=len(taken))
+            self._drive([run_id for run_id, _ in taken], False)
+
+    def _sweep(self, now: int) -> None:
+        with driver_errors(), self._db.read() as conn:
+            found = stranded_runs(
+                conn, owner=self._owner, before_ms=now - STRANDED_AFTER_MS, limit=SWEEP_LIMIT
+            )
+        stranded = [run_id for run_id in found if not self._known(run_id)]
+        if stranded:
+            log.warning("stranded_runs_driven", count=len(stranded))
+            self._drive(stranded, False)
+
+    def purge(self, now: int) -> int:
+        """Apply the retention now; return how many runs were purged."""
+        retention = self._retention
+        purged = 0
+        if retention.runs_ms is not None:
+            purged = purge_settled(
+                self._db,
+                cutoff_ms=now - retention.runs_ms,
+                now_ms=now,
+                batch_size=retention.batch_size,
+                max_batches=None,
+            )
+        if retention.tombstones_ms is not None:
+            drop_tombstones(
+                self._db, cutoff_ms=now - retention.tombstones_ms, batch_size=retention.batch_size
+            )
+        if purged:
+            log.info("runs_purged", count=purged)
+        return purged
 
     def _heartbeat(self, conn: Connection, now: int, *, starting: bool) -> None:
         heartbeat(

@@ -4,6 +4,10 @@ The runtime asks `plan` again after every decision it applies, until the answer 
 to wait. Decisions that only append events are buffered and committed together with
 the next one that must be durable before anything runs (a dispatch), so a one-step
 run costs three commits: start, dispatch, outcome plus settlement.
+
+A Python flow decides its own steps (its code runs in a session, see
+`_flow_session`); the planner only says when to run it again from the top, and
+handles what no code has to decide: timers, retries, crashes, signals and cancels.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from looms_runtime._definitions import (
     EffectStep,
     FlowDef,
     PythonFlow,
+    RetryPolicy,
     SleepStep,
     StepDef,
     WaitSignalStep,
@@ -58,6 +63,19 @@ class Dispatch:
 
 
 @dataclass(frozen=True, slots=True)
+class FlowDispatch:
+    """Commit `event` (a Python flow step's effect_dispatched), then let the session run it."""
+
+    event: NewEvent
+    effect_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class RunFlow:
+    """Run the Python flow's function from the top, replaying its journal."""
+
+
+@dataclass(frozen=True, slots=True)
 class Sleep:
     """Nothing to do before `until` (epoch ms): a timer wakes the run."""
 
@@ -76,7 +94,7 @@ class Finished:
     """The run has settled."""
 
 
-Decision: TypeAlias = Emit | Dispatch | Sleep | Idle | Finished
+Decision: TypeAlias = Emit | Dispatch | FlowDispatch | RunFlow | Sleep | Idle | Finished
 
 
 def plan(
@@ -86,6 +104,7 @@ def plan(
     now_ms: int,
     in_flight: Collection[str] = (),
     inbox: Sequence[InboxItem] = (),
+    running: bool = False,
 ) -> Decision:
     """The run's next move.
 
@@ -93,6 +112,7 @@ def plan(
         in_flight: effects this process is running now; a dispatched effect not among
             them was in flight when a previous owner stopped, so it is ambiguous.
         inbox: pending external requests for the run.
+        running: a session of the run's Python flow is running its code now.
     """
     if state.settled:
         return Finished()
@@ -114,16 +134,48 @@ def plan(
     if state.status == "parked":
         return Idle("parked")
     if isinstance(flow, PythonFlow):
-        message = "python flows are not supported by this runtime version"
-        return Emit((new_event(EventType.RUN_FAILED, error=message),))
+        return _flow_move(state, now_ms, inbox, running=running)
     for effect in state.effects.values():
         return _effect_move(effect, _step(flow.steps, effect.step_index), now_ms)
     for wait in state.waits.values():
-        return _wait_move(wait, _step(flow.steps, wait.step_index), now_ms, inbox)
+        step = _step(flow.steps, wait.step_index)
+        return _wait_move(wait, step.id, now_ms, inbox, fails_run=True)
     index = state.completed_steps
     if index >= len(flow.steps):
         return Emit((new_event(EventType.RUN_COMPLETED, result=state.result),))
     return _start_step(flow.steps[index], index, now_ms)
+
+
+def _flow_move(
+    state: RunState, now_ms: int, inbox: Sequence[InboxItem], *, running: bool
+) -> Decision:
+    if running:
+        return Idle("flow_running")
+    for effect in state.effects.values():
+        if effect.status in STUCK:
+            if effect.idempotent and effect.ambiguities <= MAX_AMBIGUOUS_RERUNS:
+                # The session re-dispatches it when the replay reaches its position.
+                at = new_event(
+                    EventType.EFFECT_RETRY_REQUESTED, effect_id=effect.effect_id, at=now_ms
+                )
+                return Emit((at,))
+            return Emit((_park(effect, effect.name or effect.effect_id),))
+        if effect.status == "retry_wait":
+            due = effect.next_attempt_at or 0
+            return RunFlow() if due <= now_ms else Sleep(due)
+        if effect.status == "cancelled":
+            return Emit((new_event(EventType.RUN_CANCELLED, reason=effect.last_error),))
+        if effect.status == "dispatched":
+            return Idle("in_flight")
+    for wait in state.waits.values():
+        return _wait_move(wait, wait.signal or wait.wait_id, now_ms, inbox, fails_run=False)
+    return RunFlow()
+
+
+def _park(effect: EffectState, name: str) -> NewEvent:
+    why = "not idempotent" if not effect.idempotent else "in flight at too many crashes"
+    reason = f"step {name!r} attempt {effect.attempt} is {effect.status} ({why})"
+    return new_event(EventType.RUN_PARKED, effect_id=effect.effect_id, reason=reason)
 
 
 def _step(steps: Sequence[StepDef], index: int) -> StepDef:
@@ -158,14 +210,12 @@ def _effect_move(effect: EffectState, step: StepDef, now_ms: int) -> Decision:
         return Idle("in_flight")
     if effect.status in STUCK:
         if step.idempotent and effect.ambiguities <= MAX_AMBIGUOUS_RERUNS:
-            return dispatch(step, effect.step_index, effect.attempt + 1, now_ms)
-        why = "not idempotent" if not step.idempotent else "in flight at too many crashes"
-        reason = f"step {step.id!r} attempt {effect.attempt} is {effect.status} ({why})"
-        return Emit((new_event(EventType.RUN_PARKED, effect_id=effect.effect_id, reason=reason),))
+            return dispatch(step, effect.step_index, effect.attempt + 1, now_ms, effect.give_up_at)
+        return Emit((_park(effect, step.id),))
     if effect.status == "retry_wait":
         due = effect.next_attempt_at or 0
         if due <= now_ms:
-            return dispatch(step, effect.step_index, effect.attempt + 1, now_ms)
+            return dispatch(step, effect.step_index, effect.attempt + 1, now_ms, effect.give_up_at)
         return Sleep(due)
     if effect.status == "cancelled":
         return Emit((new_event(EventType.RUN_CANCELLED, reason=effect.last_error),))
@@ -174,7 +224,9 @@ def _effect_move(effect: EffectState, step: StepDef, now_ms: int) -> Decision:
     return Emit((new_event(EventType.RUN_FAILED, error=error),))
 
 
-def _wait_move(wait: WaitState, step: StepDef, now_ms: int, inbox: Sequence[InboxItem]) -> Decision:
+def _wait_move(
+    wait: WaitState, name: str, now_ms: int, inbox: Sequence[InboxItem], *, fails_run: bool
+) -> Decision:
     if wait.kind == "signal":
         for item in inbox:
             if item.kind == "signal" and item.name == wait.signal:
@@ -192,13 +244,11 @@ def _wait_move(wait: WaitState, step: StepDef, now_ms: int, inbox: Sequence[Inbo
         return Sleep(wait.until)
     if wait.kind == "sleep":
         return Emit((new_event(EventType.WAIT_FINISHED, wait_id=wait.wait_id, reason="timer"),))
-    error = f"step {step.id!r} timed out waiting for signal {wait.signal!r}"
-    return Emit(
-        (
-            new_event(EventType.WAIT_FINISHED, wait_id=wait.wait_id, reason="timeout"),
-            new_event(EventType.RUN_FAILED, error=error),
-        )
-    )
+    timeout = new_event(EventType.WAIT_FINISHED, wait_id=wait.wait_id, reason="timeout")
+    if not fails_run:
+        return Emit((timeout,))  # a Python flow gets the timeout as an exception
+    error = f"step {name!r} timed out waiting for signal {wait.signal!r}"
+    return Emit((timeout, new_event(EventType.RUN_FAILED, error=error)))
 
 
 def _start_step(step: StepDef, index: int, now_ms: int) -> Decision:
@@ -224,9 +274,20 @@ def _wait_started(
     )
 
 
-def dispatch(step: EffectStep, index: int, attempt: int, now_ms: int) -> Dispatch:
-    """The decision to run `attempt` of an effect step, with its deadline."""
+def dispatch(
+    step: EffectStep, index: int, attempt: int, now_ms: int, give_up_at: int | None = None
+) -> Dispatch:
+    """The decision to run `attempt` of an effect step, with its deadline.
+
+    The first attempt fixes when the step gives up (its retry `deadline_s`); no
+    attempt's own deadline runs past that.
+    """
+    if attempt == 1 and step.retry is not None and step.retry.deadline_s is not None:
+        give_up_at = now_ms + round(step.retry.deadline_s * 1000)
     deadline = None if step.timeout_s is None else now_ms + round(step.timeout_s * 1000)
+    if give_up_at is not None:
+        deadline = give_up_at if deadline is None else min(deadline, give_up_at)
+    extra = {} if give_up_at is None else {"give_up_at": give_up_at}
     event = new_event(
         EventType.EFFECT_DISPATCHED,
         effect_id=step.id,
@@ -236,14 +297,24 @@ def dispatch(step: EffectStep, index: int, attempt: int, now_ms: int) -> Dispatc
         idempotent=step.idempotent,
         dispatched_at=now_ms,
         deadline_at=deadline,
+        **extra,
     )
     return Dispatch(event=event, step=step, attempt=attempt, deadline_at=deadline)
 
 
 def outcome_events(
-    state: RunState, flow: FlowDef, result: EffectResult, *, now_ms: int
+    state: RunState,
+    flow: FlowDef,
+    result: EffectResult,
+    *,
+    now_ms: int,
+    retry: RetryPolicy | None = None,
 ) -> tuple[NewEvent, ...]:
-    """The events recording an attempt's result; empty for a stale result."""
+    """The events recording an attempt's result; empty for a stale result.
+
+    `retry` is the policy of a Python flow's step (given with its call); a steps
+    flow's policy comes from its definition.
+    """
     effect = state.effects.get(result.effect_id)
     if effect is None or effect.attempt != result.attempt or effect.status != "dispatched":
         return ()
@@ -255,18 +326,43 @@ def outcome_events(
             EventType.EFFECT_CANCELLED, **ids, error=result.error, output=result.output
         )
         return (event,)
-    next_at = None
-    step = None if isinstance(flow, PythonFlow) else _step(flow.steps, effect.step_index)
-    if isinstance(step, EffectStep) and step.retry and effect.failures + 1 < step.max_attempts:
-        next_at = now_ms + step.retry.delay_ms(effect.failures + 1)
+    if not isinstance(flow, PythonFlow):
+        step = _step(flow.steps, effect.step_index)
+        retry = step.retry if isinstance(step, EffectStep) else None
     event = new_event(
         EventType.EFFECT_FAILED,
         **ids,
         error=result.error,
         output=result.output,
-        next_attempt_at=next_at,
+        next_attempt_at=_next_attempt_at(effect, retry, result, now_ms),
     )
     return (event,)
+
+
+def _next_attempt_at(
+    effect: EffectState, retry: RetryPolicy | None, result: EffectResult, now_ms: int
+) -> int | None:
+    if retry is None or not result.retryable or effect.failures + 1 >= retry.max_attempts:
+        return None
+    output = result.output
+    if isinstance(output, dict) and output.get("exit_code") in retry.non_retryable_exit_codes:
+        return None
+    next_at = now_ms + retry.delay_ms(effect.failures + 1)
+    if effect.give_up_at is not None and next_at > effect.give_up_at:
+        return None
+    return next_at
+
+
+def late_outcome(result: EffectResult) -> NewEvent:
+    """The informational record of a result that came after its attempt stopped counting."""
+    return new_event(
+        EventType.EFFECT_OUTCOME_LATE,
+        effect_id=result.effect_id,
+        attempt=result.attempt,
+        ok=result.ok,
+        error=result.error,
+        output=result.output,
+    )
 
 
 def next_wake_at(state: RunState) -> int | None:

@@ -7,11 +7,18 @@ from typing import Any
 
 from looms_runtime._clock import from_ms
 from looms_runtime._fold import TERMINAL, RunState, fold_recorded, state_to_json
-from looms_runtime._loading import restore
+from looms_runtime._loading import restore, usable_snapshot
 from looms_runtime._rows import RunHeader, driver_errors
-from looms_runtime._store_reads import list_runs, load_run, read_events, statuses
+from looms_runtime._store_reads import (
+    first_seq,
+    list_runs,
+    load_header,
+    load_run,
+    read_events,
+    statuses,
+)
 from looms_runtime.db import Database
-from looms_runtime.errors import InvalidRequestError, RunNotFoundError
+from looms_runtime.errors import HistoryTrimmedError, InvalidRequestError, RunNotFoundError
 from looms_runtime.records import (
     EffectInfo,
     Event,
@@ -43,6 +50,7 @@ def _opt_time(epoch_ms: int | None) -> Any:
 
 
 def read_statuses(db: Database, run_ids: Sequence[str]) -> dict[str, RunStatusInfo]:
+    """Each run's status (a purged run's too, from its tombstone); unknown ids are `missing`."""
     with driver_errors(), db.read() as conn:
         rows = statuses(conn, list(dict.fromkeys(run_ids)))
     found: dict[str, RunStatusInfo] = {}
@@ -69,8 +77,11 @@ def inspect(db: Database, run_id: str) -> RunInfo:
     """
     with driver_errors(), db.read() as conn:
         record = load_run(conn, run_id)
-    if record is None:
-        raise RunNotFoundError(f"no run {run_id!r}", run_id=run_id)
+        first = 1
+        if record is not None and record.snapshot is not None:
+            first = first_seq(conn, run_id, last_seq=record.header.last_seq)
+    _found(record.header if record else None, run_id)
+    assert record is not None  # noqa: S101 - _found raised otherwise
     state = restore(db, record)
     header = record.header
     return RunInfo(
@@ -84,6 +95,7 @@ def inspect(db: Database, run_id: str) -> RunInfo:
         attributes=header.attributes,
         owner=header.lease_owner,
         last_seq=header.last_seq,
+        first_seq=first,
         completed_steps=state.completed_steps,
         created_at=from_ms(header.created_at),
         updated_at=from_ms(header.updated_at),
@@ -98,11 +110,24 @@ def inspect(db: Database, run_id: str) -> RunInfo:
     )
 
 
+def _found(header: RunHeader | None, run_id: str) -> None:
+    """Raises RunNotFoundError for a missing run, or one purged by retention."""
+    if header is None:
+        raise RunNotFoundError(f"no run {run_id!r}", run_id=run_id)
+    if header.purged_at is not None:
+        raise RunNotFoundError(
+            f"run {run_id!r} was purged by retention (it settled {header.status})",
+            run_id=run_id,
+            status=header.status,
+            purged_at=from_ms(header.purged_at).isoformat(),
+        )
+
+
 def _effects(state: RunState) -> tuple[EffectInfo, ...]:
     return tuple(
         EffectInfo(
             effect_id=effect.effect_id,
-            step_id=effect.effect_id,
+            step_id=effect.name or effect.effect_id,
             kind=effect.kind,
             attempt=effect.attempt,
             status=effect.status,
@@ -147,15 +172,18 @@ def _summary(header: RunHeader) -> RunSummary:
 
 
 def events_of(db: Database, run_id: str, *, from_seq: int, limit: int | None) -> list[Event]:
-    """A run's events from `from_seq` on.
+    """A run's recorded events from `from_seq` on.
+
+    Events trimmed behind a snapshot are gone: the answer then starts at the oldest
+    event kept (`RunInfo.first_seq`), each event still with its own sequence number.
 
     Raises:
         RunNotFoundError: no run has that id.
     """
     with driver_errors(), db.read() as conn:
         recorded = read_events(conn, run_id, from_seq=max(1, from_seq), limit=limit)
-        if not recorded and not statuses(conn, [run_id]):
-            raise RunNotFoundError(f"no run {run_id!r}", run_id=run_id)
+        if not recorded:
+            _found(load_header(conn, run_id), run_id)
     return [
         Event(
             run_id=run_id,
@@ -172,11 +200,29 @@ def events_of(db: Database, run_id: str, *, from_seq: int, limit: int | None) ->
 def state_at(db: Database, run_id: str, seq: int) -> dict[str, Any]:
     """The run's folded state right after event `seq`, as JSON.
 
+    On a trimmed log the fold starts from the kept snapshot, so every `seq` from the
+    snapshot's on is answered; an earlier one is not.
+
     Raises:
         RunNotFoundError: no run has that id.
+        HistoryTrimmedError: the events up to `seq` were trimmed.
     """
     with driver_errors(), db.read() as conn:
-        recorded = read_events(conn, run_id, from_seq=1, to_seq=seq)
-        if not recorded and not statuses(conn, [run_id]):
-            raise RunNotFoundError(f"no run {run_id!r}", run_id=run_id)
-    return state_to_json(fold_recorded(recorded))
+        record = load_run(conn, run_id)
+        _found(record.header if record else None, run_id)
+        assert record is not None  # noqa: S101 - _found raised otherwise
+        target = min(seq, record.header.last_seq)
+        early = read_events(conn, run_id, from_seq=1, to_seq=target)
+    if target < 1 or (early and early[0].seq == 1):
+        return state_to_json(fold_recorded(early))
+    initial = usable_snapshot(record)
+    if initial is None or initial.seq > target:
+        kept = record.snapshot.seq + 1 if record.snapshot else 1
+        raise HistoryTrimmedError(
+            f"run {run_id}: events before seq {kept} were trimmed; replay from seq {kept - 1}",
+            run_id=run_id,
+            seq=seq,
+            first_seq=kept,
+        )
+    delta = [event for event in record.events if event.seq <= target]
+    return state_to_json(fold_recorded(delta, initial))

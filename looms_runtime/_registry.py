@@ -70,13 +70,14 @@ class FlowRegistry:
             self._flows[(name, version)] = parsed
         return parsed
 
-    def known(self, pairs: Iterable[tuple[str, str]]) -> set[tuple[str, str]]:
-        """The pairs that name a stored flow version (reading the store for uncached ones)."""
-        found: set[tuple[str, str]] = set()
+    def kinds(self, pairs: Iterable[tuple[object, object]]) -> dict[tuple[str, str], str]:
+        """The kind of each pair that names a stored flow version (uncached ones are read)."""
+        found: dict[tuple[str, str], str] = {}
         for name, version in set(pairs):
+            if type(name) is not str or type(version) is not str:
+                continue
             try:
-                self.get(name, version)
+                found[(name, version)] = self.get(name, version).kind
             except UnknownFlowError:
                 continue
-            found.add((name, version))
         return found

@@ -1,18 +1,40 @@
-"""Start requests: validated, given an identity, and compared with an existing run."""
+"""Start requests: validated, given an identity, and compared with an existing run.
+
+`prepare` is on the scheduler's launch path, once per request of a batch, so it does
+the least that makes a start durable: each value is serialized once (the canonical
+text is what the database stores and what the identity digest covers), and nothing
+is decoded back here; the worker that seeds the run decodes what it needs.
+"""
 
 from __future__ import annotations
 
+import functools
 import json
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
 
-from looms_runtime._canonical import canonical_json, new_run_id, text_digest
+import structlog
+
+from looms_runtime._actors import DRIVE, Op
+from looms_runtime._canonical import canonical_json, json_text, new_run_id, text_digest
+from looms_runtime._committer import Committer
 from looms_runtime._definitions import FlowDef
-from looms_runtime._events import EventType, new_event
+from looms_runtime._events import EventType, NewEvent
 from looms_runtime._fold import fold
 from looms_runtime._loading import LoadedRun
-from looms_runtime._rows import ExistingRun, NewRun, RunHeader
-from looms_runtime.errors import InvalidRequestError, StartConflictError, UnknownFlowError
-from looms_runtime.records import StartRequest
+from looms_runtime._rows import ExistingRun, NewRun, RunHeader, StartJob
+from looms_runtime._state import PYTHON
+from looms_runtime.errors import (
+    InvalidRequestError,
+    KeyPurgedError,
+    LoomsError,
+    StartConflictError,
+    UnknownFlowError,
+)
+from looms_runtime.records import RunHandle, StartRequest
+
+log = structlog.get_logger()
+
+_EMPTY = "{}"
 
 
 def identity_hash(*, flow: str, version: str, input_json: str, env_json: str) -> str:
@@ -20,49 +42,120 @@ def identity_hash(*, flow: str, version: str, input_json: str, env_json: str) ->
     return text_digest(flow, version, input_json, env_json)
 
 
-def prepare(request: StartRequest, *, owner: str, now_ms: int) -> NewRun:
+def _invalid(request: StartRequest) -> InvalidRequestError:
+    for name in ("flow", "version", "idempotency_key"):
+        value = getattr(request, name)
+        if type(value) is not str or not value:
+            return InvalidRequestError(f"{name} must be a non-empty string", field=name)
+    return InvalidRequestError("env must map strings to strings", field="env")
+
+
+@functools.lru_cache(maxsize=1024)
+def _started_parts(flow: str, version: str, flow_kind: str) -> tuple[str, str]:
+    """The canonical text of a `run_started` payload around its input (keys in sorted
+    order: flow, flow_kind, input, version), so the input is not encoded twice."""
+    kind = ',"flow_kind":"python"' if flow_kind == PYTHON else ""
+    return f'{{"flow":{json_text(flow)}{kind},"input":', f',"version":{json_text(version)}}}'
+
+
+def start_batch(
+    requests: Sequence[StartRequest],
+    *,
+    kinds: Mapping[tuple[str, str], str],
+    committer: Committer,
+    owner: str,
+    now_ms: int,
+    seed: Callable[[list[tuple[str, Op]]], None],
+) -> list[RunHandle | LoomsError]:
+    """Start a batch of runs in one transaction (see `Runtime.start_runs`).
+
+    `kinds` maps each registered (flow, version) to its kind; `seed` hands the
+    created runs (and runs of ours stranded at their start) to the workers.
+    """
+    results: list[RunHandle | LoomsError | None] = [None] * len(requests)
+    batch: list[tuple[int, NewRun]] = []
+    for index, request in enumerate(requests):
+        try:
+            batch.append((index, prepare(request, owner=owner, now_ms=now_ms, kinds=kinds)))
+        except LoomsError as exc:
+            results[index] = exc
+    if batch:
+        found = committer.submit(StartJob(runs=[new for _, new in batch])).result()
+        seeds: list[tuple[str, Op]] = []
+        for (index, new), existing in zip(batch, found, strict=True):
+            if existing is None:
+                results[index] = RunHandle(run_id=new.run_id, created=True)
+                seeds.append((new.run_id, Op("drive", seed=new)))
+                continue
+            results[index] = conflict(new, existing) or RunHandle(
+                run_id=existing.run_id, created=False
+            )
+            if existing.lease_owner == owner and existing.last_seq == 1:
+                # Ours and never driven: the answer to an earlier start of it may have
+                # been lost before its run was handed to a worker.
+                seeds.append((existing.run_id, DRIVE))
+        seed(seeds)
+        log.debug("runs_started", requested=len(requests), seeded=len(seeds))
+    return [result for result in results if result is not None]
+
+
+def prepare(
+    request: StartRequest, *, owner: str, now_ms: int, kinds: Mapping[tuple[str, str], str]
+) -> NewRun:
     """The run a request would create.
 
     Raises:
         InvalidRequestError: a field has the wrong type or a value is not JSON.
+        UnknownFlowError: the flow version is not registered.
     """
-    for name in ("flow", "version", "idempotency_key"):
-        value = getattr(request, name)
-        if not isinstance(value, str) or not value:
-            raise InvalidRequestError(f"{name} must be a non-empty string", field=name)
-    env: dict[Any, Any] = dict(request.env or {})
-    if not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
-        raise InvalidRequestError("env must map strings to strings", field="env")
-    attributes_json = canonical_json(dict(request.attributes or {}))
-    input_json = canonical_json(request.input)
-    env_json = canonical_json(env)
-    run_input = json.loads(input_json)
-    started = new_event(
-        EventType.RUN_STARTED, flow=request.flow, version=request.version, input=run_input
-    )
+    flow, version, key = request.flow, request.version, request.idempotency_key
+    if type(flow) is not str or type(version) is not str or type(key) is not str:
+        raise _invalid(request)
+    if not flow or not version or not key:
+        raise _invalid(request)
+    flow_kind = kinds.get((flow, version))
+    if flow_kind is None:
+        raise unknown_flow(request)
+    env = request.env
+    if env:
+        for name, text in env.items():
+            if type(name) is not str or type(text) is not str:
+                raise _invalid(request)
+        env_json = canonical_json(env if type(env) is dict else dict(env))
+    else:
+        env_json = _EMPTY
+    attributes = request.attributes
+    attributes_json = canonical_json(dict(attributes)) if attributes else _EMPTY
+    value = request.input
+    input_json = "null" if value is None else canonical_json(value)
+    head, tail = _started_parts(flow, version, flow_kind)
+    started_json = head + input_json + tail
     return NewRun(
         run_id=new_run_id(now_ms),
-        flow=request.flow,
-        version=request.version,
-        idempotency_key=request.idempotency_key,
-        identity_hash=identity_hash(
-            flow=request.flow, version=request.version, input_json=input_json, env_json=env_json
-        ),
-        input=run_input,
-        env=env,
-        attributes=json.loads(attributes_json),
+        flow=flow,
+        version=version,
+        idempotency_key=key,
+        identity_hash=text_digest(flow, version, input_json, env_json),
         owner=owner,
-        started=started,
         now_ms=now_ms,
         input_json=input_json,
         env_json=env_json,
         attributes_json=attributes_json,
-        started_json=canonical_json(started.payload),
+        started_json=started_json,
     )
 
 
 def conflict(new: NewRun, existing: ExistingRun) -> StartConflictError | None:
     """The conflict between a request and the run its key names, or None when they agree."""
+    if existing.purged:
+        return KeyPurgedError(
+            f"idempotency key {new.idempotency_key!r} named run {existing.run_id}, "
+            f"which settled {existing.status} and was purged by retention",
+            idempotency_key=new.idempotency_key,
+            run_id=existing.run_id,
+            status=existing.status,
+            differs=["purged"],
+        )
     if existing.identity_hash == new.identity_hash:
         return None
     differs = [
@@ -70,8 +163,8 @@ def conflict(new: NewRun, existing: ExistingRun) -> StartConflictError | None:
         for name, mine, theirs in (
             ("flow", new.flow, existing.flow),
             ("version", new.version, existing.version),
-            ("input", canonical_json(new.input), canonical_json(existing.input)),
-            ("env", canonical_json(dict(new.env)), canonical_json(dict(existing.env or {}))),
+            ("input", new.input_json, canonical_json(existing.input)),
+            ("env", new.env_json, canonical_json(dict(existing.env or {}))),
         )
         if mine != theirs
     ] or ["identity"]
@@ -84,8 +177,14 @@ def conflict(new: NewRun, existing: ExistingRun) -> StartConflictError | None:
     )
 
 
+def started_event(new: NewRun) -> NewEvent:
+    """The `run_started` event of a new run, as its stored text reads."""
+    return NewEvent(EventType.RUN_STARTED.value, json.loads(new.started_json))
+
+
 def seeded(new: NewRun, flow: FlowDef) -> LoadedRun:
     """The working copy of a just-inserted run, built without reading it back."""
+    started = started_event(new)
     header = RunHeader(
         run_id=new.run_id,
         flow=new.flow,
@@ -93,9 +192,9 @@ def seeded(new: NewRun, flow: FlowDef) -> LoadedRun:
         idempotency_key=new.idempotency_key,
         identity_hash=new.identity_hash,
         status="active",
-        input=new.input,
-        env=new.env,
-        attributes=new.attributes,
+        input=started.payload["input"],
+        env=json.loads(new.env_json),
+        attributes=json.loads(new.attributes_json),
         result=None,
         error=None,
         last_seq=1,
@@ -107,7 +206,7 @@ def seeded(new: NewRun, flow: FlowDef) -> LoadedRun:
         updated_at=new.now_ms,
         settled_at=None,
     )
-    return LoadedRun(header=header, flow=flow, state=fold([new.started]), snapshot_seq=0, inbox=[])
+    return LoadedRun(header=header, flow=flow, state=fold([started]), snapshot_seq=0, inbox=[])
 
 
 def unknown_flow(request: StartRequest) -> UnknownFlowError:

@@ -12,10 +12,10 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from looms_runtime._bulk import upsert_insert
 from looms_runtime._canonical import digest
 from looms_runtime._planner import InboxItem
 from looms_runtime._rows import driver_errors
-from looms_runtime._store_writes import upsert_insert
 from looms_runtime.db import Database
 from looms_runtime.errors import SignalConflictError
 from looms_runtime.schema import UNSETTLED, inbox, owners, runs
@@ -32,10 +32,12 @@ def insert_request(
     payload: Any,
     request_hash: str,
     now_ms: int,
-) -> str | None:
-    """Record an external request for a run (deduplicated by key); return the run's status.
+) -> tuple[str | None, bool]:
+    """Record an external request for a run (deduplicated by key).
 
-    Nothing is recorded for a missing (None) or settled run.
+    Returns:
+        The run's status (None: no such run), and whether this call recorded the
+        request (False for a settled run, or a key recorded before).
 
     Raises:
         SignalConflictError: the key was used before with another request.
@@ -44,7 +46,7 @@ def insert_request(
         sa.select(runs.c.status).where(runs.c.run_id == run_id)
     ).scalar_one_or_none()
     if status is None or status not in UNSETTLED:
-        return status
+        return status, False
     stmt = upsert_insert(dialect, inbox).on_conflict_do_nothing(index_elements=["run_id", "key"])
     row = {
         "run_id": run_id,
@@ -55,7 +57,9 @@ def insert_request(
         "request_hash": request_hash,
         "created_at": now_ms,
     }
-    if conn.execute(stmt, row).rowcount == 0 and kind != "cancel":
+    if conn.execute(stmt, row).rowcount == 1:
+        return status, True
+    if kind != "cancel":
         earlier = conn.execute(
             sa.select(inbox.c.request_hash).where(inbox.c.run_id == run_id, inbox.c.key == key)
         ).scalar_one()
@@ -63,13 +67,13 @@ def insert_request(
             raise SignalConflictError(
                 "the idempotency key was used with another request", run_id=run_id, key=key
             )
-    return status
+    return status, False
 
 
 def record_request(
     db: Database, run_id: str, item: InboxItem, request_hash: str | None, *, now_ms: int
-) -> str | None:
-    """`insert_request` in a transaction of its own; the run's status, None if it is missing."""
+) -> tuple[str | None, bool]:
+    """`insert_request` in a transaction of its own."""
     with driver_errors(), db.write() as conn:
         return insert_request(
             conn,
@@ -127,11 +131,53 @@ def claim_runs(
 
 
 def any_orphans(conn: Connection, *, owner: str, now_ms: int) -> bool:
-    """Whether some unsettled run has no live owner (a read: no write lock when there is none)."""
+    """Whether some unsettled run has no live owner (a read: no write lock when there is none).
+
+    This scans the unsettled runs' owners; `lapsed_owner_runs` is the cheap check
+    made every second.
+    """
     query = sa.select(runs.c.run_id).where(
         _claimable(owner=owner, now_ms=now_ms, include_own=False)
     )
     return conn.execute(query.limit(1)).first() is not None
+
+
+def lapsed_owner_runs(conn: Connection, *, owner: str, now_ms: int) -> bool:
+    """Whether an owner whose heartbeat lapsed still holds unsettled runs.
+
+    Reads the small owners table, then one indexed probe per lapsed owner, so it
+    costs next to nothing however many runs there are.
+    """
+    lapsed = list(
+        conn.execute(
+            sa.select(owners.c.owner).where(owners.c.expires_at < now_ms, owners.c.owner != owner)
+        ).scalars()
+    )
+    if not lapsed:
+        return False
+    query = sa.select(runs.c.run_id).where(
+        runs.c.lease_owner.in_(lapsed), runs.c.status.in_(UNSETTLED)
+    )
+    return conn.execute(query.limit(1)).first() is not None
+
+
+def stranded_runs(conn: Connection, *, owner: str, before_ms: int, limit: int) -> list[str]:
+    """Our active runs that should be moving but may have lost their wake-up.
+
+    Two shapes only, both certain to have work: a run never driven past its start
+    (`last_seq = 1`), and a run whose recorded wake time passed. A run waiting for a
+    signal or an operator has neither and is left alone.
+    """
+    stalled = sa.or_(
+        sa.and_(runs.c.last_seq == 1, runs.c.created_at < before_ms),
+        runs.c.next_wake_at < before_ms,
+    )
+    query = (
+        sa.select(runs.c.run_id)
+        .where(runs.c.lease_owner == owner, runs.c.status == "active", stalled)
+        .limit(limit)
+    )
+    return list(conn.execute(query).scalars())
 
 
 def _claimable(*, owner: str, now_ms: int, include_own: bool) -> sa.ColumnElement[bool]:

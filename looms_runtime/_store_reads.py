@@ -37,6 +37,7 @@ def _header(row: sa.Row[Any]) -> RunHeader:
         created_at=row.created_at,
         updated_at=row.updated_at,
         settled_at=row.settled_at,
+        purged_at=row.purged_at,
     )
 
 
@@ -105,6 +106,17 @@ def read_events(
     ]
 
 
+def first_seq(conn: Connection, run_id: str, *, last_seq: int) -> int:
+    """The oldest sequence number kept in the run's log (1 unless it was trimmed).
+
+    A log trimmed up to its last event keeps none: the answer is then `last_seq + 1`.
+    """
+    found = conn.execute(
+        sa.select(sa.func.min(events.c.seq)).where(events.c.run_id == run_id)
+    ).scalar_one_or_none()
+    return int(found) if found is not None else last_seq + 1
+
+
 def pending_inbox(conn: Connection, run_id: str) -> list[InboxItem]:
     query = (
         sa.select(inbox.c.key, inbox.c.kind, inbox.c.name, inbox.c.payload)
@@ -131,7 +143,7 @@ def statuses(conn: Connection, run_ids: Sequence[str]) -> dict[str, sa.Row[Any]]
 def list_runs(
     conn: Connection, *, statuses_in: Sequence[str] | None, limit: int
 ) -> list[RunHeader]:
-    query = sa.select(*_HEADER).limit(limit)
+    query = sa.select(*_HEADER).where(runs.c.purged_at.is_(None)).limit(limit)
     if statuses_in is None:
         # UUIDv7 ids sort by creation time: the primary key serves "newest first".
         query = query.order_by(runs.c.run_id.desc())

@@ -54,6 +54,28 @@ class ThreadPool:
                 thread.start()
             self._cond.notify()
 
+    def submit_many(self, tasks: list[Callable[[], None]]) -> None:
+        """Queue many tasks under one lock, starting the threads they need up to the bound.
+
+        Raises:
+            RuntimeError: the pool is shut down.
+        """
+        if not tasks:
+            return
+        with self._cond:
+            if self._closed:
+                raise RuntimeError(f"thread pool {self._name} is shut down")
+            self._tasks.extend(tasks)
+            while len(self._tasks) > self._idle and (
+                self._max is None or len(self._threads) < self._max
+            ):
+                thread = threading.Thread(
+                    target=self._work, name=f"{self._name}-{len(self._threads)}", daemon=True
+                )
+                self._threads.add(thread)
+                thread.start()
+            self._cond.notify(len(tasks))
+
     def _work(self) -> None:
         me = threading.current_thread()
         while True:

@@ -22,7 +22,7 @@ MAX_WAIT_S = 30.0
 class TimerQueue:
     """Calls `fire(run_id)` once the clock reaches the time last scheduled for the run."""
 
-    def __init__(self, clock_ms: Callable[[], int], fire: Callable[[str], None]) -> None:
+    def __init__(self, clock_ms: Callable[[], int], fire: Callable[[str], object]) -> None:
         self._clock_ms = clock_ms
         self._fire = fire
         self._cond = threading.Condition()

@@ -8,15 +8,18 @@ Class tree (codes are never renumbered or reused)::
     │   ├── UnknownEventTypeError       LMS-102  an event type this runtime does not know
     │   ├── CorruptHistoryError         LMS-103  a log that breaks an invariant of the fold
     │   ├── DuplicateEffectDispatchError LMS-104 an attempt dispatched twice
-    │   └── MaxWakeIterationsError      LMS-105  a wake that does not converge
+    │   ├── MaxWakeIterationsError      LMS-105  a wake that does not converge
+    │   └── NondeterminismError         LMS-106  a flow's replay asked for another call
     ├── StoreError                      LMS-200  history and store
     │   ├── StoreUnavailableError       LMS-201  the database failed or cannot be reached
-    │   └── FencedError                 LMS-202  an append lost its fence (sequence or lease)
+    │   ├── FencedError                 LMS-202  an append lost its fence (sequence or lease)
+    │   └── HistoryTrimmedError         LMS-203  events asked for were trimmed behind a snapshot
     ├── RegistryError                   LMS-300  flow registry
     │   ├── UnknownFlowError            LMS-301  no flow with that name and version
     │   └── InvalidFlowError            LMS-302  a definition failed validation
     └── OperationError                  LMS-400  operations
         ├── StartConflictError          LMS-401  a key reused with another flow or input
+    │   └── KeyPurgedError              LMS-408  a key whose run was purged (a tombstone)
         ├── RunOverloadedError          LMS-402  a run's operation queue is full
         ├── RunNotFoundError            LMS-403  no run with that id
         ├── RuntimeClosedError          LMS-404  the runtime is closed
@@ -88,6 +91,16 @@ class MaxWakeIterationsError(ReplayError):
     code = "LMS-105"
 
 
+class NondeterminismError(ReplayError):
+    """A Python flow's replay asked for another call than its log recorded at that position.
+
+    The flow's code changed in a way its recorded runs cannot replay: give the new
+    code a new name (or branch on `ctx.flow_version`), see docs/runtime.md.
+    """
+
+    code = "LMS-106"
+
+
 class StoreError(LoomsError):
     """The history store failed."""
 
@@ -105,6 +118,12 @@ class FencedError(StoreError):
     """An append found another sequence or lease epoch than it expected; reload the run."""
 
     code = "LMS-202"
+
+
+class HistoryTrimmedError(StoreError):
+    """The events a request needs were trimmed behind the run's snapshot."""
+
+    code = "LMS-203"
 
 
 class RegistryError(LoomsError):
@@ -135,6 +154,15 @@ class StartConflictError(OperationError):
     """The idempotency key names a run with another flow, version, input or env."""
 
     code = "LMS-401"
+
+
+class KeyPurgedError(StartConflictError):
+    """The idempotency key names a run that retention purged (its header is the tombstone).
+
+    A start with the key would silently run the work again, so it is refused.
+    """
+
+    code = "LMS-408"
 
 
 class RunOverloadedError(OperationError):

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Literal, TypeAlias
+
+from looms_runtime._effects.context import CancelToken
 
 PublicStatus: TypeAlias = Literal["active", "completed", "failed", "cancelled", "missing"]
 """A run's status as callers see it: `active` is anything not settled."""
@@ -103,7 +106,11 @@ class RunSummary:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunInfo:
-    """A run's header and its outstanding effects, as `inspect_run` reads them."""
+    """A run's header and its outstanding effects, as `inspect_run` reads them.
+
+    `first_seq` is the oldest event kept (above 1 once the log was trimmed behind a
+    snapshot); `completed_steps` counts, for a Python flow, its finished steps and waits.
+    """
 
     run_id: str
     flow: str
@@ -115,6 +122,7 @@ class RunInfo:
     attributes: Mapping[str, Any]
     owner: str | None
     last_seq: int
+    first_seq: int
     completed_steps: int
     created_at: datetime
     updated_at: datetime
@@ -145,9 +153,28 @@ class StepContext:
 
     `idempotency_key` is stable across attempts of the step: hand it to external
     systems so a re-run after a crash is recognised as the same request.
+
+    Cancellation is cooperative: a Python call cannot be interrupted, so a long step
+    checks `cancel_requested` (or waits with `wait_cancelled`) and returns early.
+    A step still running when the cancel's grace ends is abandoned: the run settles
+    `cancelled` and the step's late result is recorded for information only.
     """
 
     run_id: str
     step_id: str
     attempt: int
     idempotency_key: str
+    _token: CancelToken | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def cancel_requested(self) -> bool:
+        """Whether the run is being cancelled (the step should stop soon)."""
+        return self._token is not None and self._token.cancelled
+
+    def wait_cancelled(self, timeout: timedelta | float) -> bool:
+        """Sleep up to `timeout`, waking early on a cancel; True when one was requested."""
+        seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
+        if self._token is None:
+            threading.Event().wait(seconds)
+            return False
+        return self._token.wait(seconds)

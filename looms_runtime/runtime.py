@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
@@ -10,30 +9,26 @@ from typing import Any
 
 import structlog
 
-from looms_runtime._actors import DRIVE, Actors, Op
-from looms_runtime._canonical import digest, json_copy
-from looms_runtime._clock import monotonic, to_ms, utc_now
+from looms_runtime._actors import DRIVE, REFRESH, Actors, Op
+from looms_runtime._clock import duration_ms, monotonic, to_ms, utc_now
 from looms_runtime._committer import Committer
 from looms_runtime._effects.launch import EffectRunner
 from looms_runtime._engine import Engine, EngineConfig
-from looms_runtime._maintenance import Maintenance
+from looms_runtime._maintenance import Maintenance, Retention
 from looms_runtime._planner import InboxItem
 from looms_runtime._queries import events_of, inspect, read_statuses, state_at, summaries
 from looms_runtime._recovery import resume
 from looms_runtime._registry import FlowRegistry
-from looms_runtime._requests import deliver_request
-from looms_runtime._rows import NewRun, StartJob, driver_errors
+from looms_runtime._requests import cancel_item, deliver_request, retry_item, signal_item
+from looms_runtime._retention import purge_settled
+from looms_runtime._rows import driver_errors
 from looms_runtime._settle import SettleWaiters
-from looms_runtime._starts import conflict, prepare, unknown_flow
+from looms_runtime._starts import start_batch
 from looms_runtime._store_reads import own_active_runs
 from looms_runtime._threads import ThreadPool
 from looms_runtime._timers import TimerQueue
 from looms_runtime.db import Database
-from looms_runtime.errors import (
-    EffectNotRetryableError,
-    LoomsError,
-    RuntimeClosedError,
-)
+from looms_runtime.errors import LoomsError, RuntimeClosedError
 from looms_runtime.records import (
     Event,
     RunHandle,
@@ -61,6 +56,12 @@ class Runtime:
         max_pending_operations: bound of each run's queue of external requests.
         output_limit_bytes: bytes kept of each stream of a command's output (the tail).
         on_settled: called once a run's final event is durable (a hint: `statuses` is the truth).
+        trim_events: delete the events behind each snapshot (`get_events` then starts
+            at the oldest kept event, `replay_to` at the snapshot).
+        retention: purge settled runs this long after they settled (hourly, in
+            batches); each keeps its header row as a tombstone of its key and status.
+        tombstone_retention: delete tombstones this long after their purge (None:
+            never; a key whose tombstone is gone may start a new run).
     """
 
     def __init__(
@@ -76,6 +77,9 @@ class Runtime:
         max_pending_operations: int = 256,
         output_limit_bytes: int = 65536,
         on_settled: Callable[[RunSettled], None] | None = None,
+        trim_events: bool = False,
+        retention: timedelta | None = None,
+        tombstone_retention: timedelta | None = None,
     ) -> None:
         if not owner:
             raise ValueError("owner must be a non-empty string")
@@ -85,7 +89,7 @@ class Runtime:
         self._owner = owner
         self._clock = clock or utc_now
         self._flows = FlowRegistry(db)
-        self._committer = Committer(db)
+        self._committer = Committer(db, trim=trim_events)
         self._actors = Actors(
             ThreadPool("looms-worker", workers), max_pending=max_pending_operations
         )
@@ -115,20 +119,20 @@ class Runtime:
             db=db,
             owner=owner,
             clock_ms=self._now_ms,
-            lease_ms=int(lease / timedelta(milliseconds=1)),
+            lease_ms=duration_ms(lease),
             drive=self._drive_many,
+            known=self._actors.known,
+            retention=Retention.of(retention, tombstone_retention),
         )
 
     def _now_ms(self) -> int:
         return to_ms(self._clock())
 
     def _drive_many(self, run_ids: list[str], refresh: bool) -> None:
-        if not refresh:
+        if refresh:  # requests recorded elsewhere: the worker re-reads the run's inbox
+            self._actors.submit_many([(run_id, REFRESH) for run_id in run_ids])
+        else:
             self._resume(run_ids)
-            return
-        op = Op("drive", refresh=True)
-        for run_id in run_ids:
-            self._actors.submit(run_id, op)
 
     def _resume(self, run_ids: list[str]) -> None:
         resume(
@@ -217,44 +221,25 @@ class Runtime:
 
         Returns:
             Per request, in order: its handle, or `StartConflictError` (the key names a
-            run with another identity), `UnknownFlowError` or `InvalidRequestError`.
+            run with another identity; `KeyPurgedError` when that run was purged by
+            retention), `UnknownFlowError` or `InvalidRequestError`.
 
         Raises:
             StoreUnavailableError: the batch could not be committed (none of it is).
         """
         self._check_open()
-        now = self._now_ms()
-        known = self._flows.known((r.flow, r.version) for r in requests)
-        results: list[RunHandle | LoomsError | None] = [None] * len(requests)
-        batch = []
-        for index, request in enumerate(requests):
-            try:
-                if (request.flow, request.version) not in known:
-                    raise unknown_flow(request)
-                batch.append((index, prepare(request, owner=self._owner, now_ms=now)))
-            except LoomsError as exc:
-                results[index] = exc
-        if batch:
-            found = self._committer.submit(StartJob(runs=[new for _, new in batch])).result()
-            for (index, new), existing in zip(batch, found, strict=True):
-                problem = conflict(new, existing)
-                results[index] = problem or RunHandle(
-                    run_id=existing.run_id, created=existing.created
-                )
-                if existing.created:
-                    self._started(new)
-        return [result for result in results if result is not None]
-
-    def _started(self, new: NewRun) -> None:
-        log.debug(
-            "run_started",
-            run_id=new.run_id,
-            flow=new.flow,
-            version=new.version,
-            idempotency_key=new.idempotency_key,
+        return start_batch(
+            requests,
+            kinds=self._flows.kinds((r.flow, r.version) for r in requests),
+            committer=self._committer,
+            owner=self._owner,
+            now_ms=self._now_ms(),
+            seed=self._seed,
         )
-        if self._state == "started":
-            self._actors.submit(new.run_id, Op("drive", seed=new))
+
+    def _seed(self, ops: list[tuple[str, Op]]) -> None:
+        if ops and self._state == "started":
+            self._actors.submit_many(ops)
 
     def start_run(self, request: StartRequest) -> RunHandle:
         """Start one run (see `start_runs`).
@@ -269,7 +254,10 @@ class Runtime:
         return result
 
     def statuses(self, run_ids: Sequence[str]) -> dict[str, RunStatusInfo]:
-        """The public status of each run, in one query; unknown ids are `missing`."""
+        """The public status of each run; unknown ids are `missing`.
+
+        A run purged by retention still answers its final status (from its tombstone).
+        """
         return read_statuses(self._db, run_ids)
 
     def inspect_run(self, run_id: str) -> RunInfo:
@@ -289,6 +277,9 @@ class Runtime:
     ) -> list[Event]:
         """A run's recorded events from `from_seq` on.
 
+        On a log trimmed behind a snapshot (`trim_events`), events before
+        `inspect_run(...).first_seq` are gone and the answer starts there.
+
         Raises:
             RunNotFoundError: no run has that id.
         """
@@ -299,6 +290,7 @@ class Runtime:
 
         Raises:
             RunNotFoundError: no run has that id.
+            HistoryTrimmedError: `seq` lies before the kept snapshot of a trimmed log.
         """
         return state_at(self._db, run_id, seq)
 
@@ -311,16 +303,16 @@ class Runtime:
     ) -> RunStatusInfo:
         """Request a graceful cancel; return once the request is durable.
 
-        A running command gets SIGTERM, then SIGKILL after `grace`; the run then
-        settles `cancelled`. Cancelling a settled run changes nothing.
+        A running command gets SIGTERM, then SIGKILL after `grace`; an HTTP request is
+        closed; a Python step sees `StepContext.cancel_requested`, and one still running
+        when `grace` ends is abandoned (what it returns later is recorded, not applied).
+        The run then settles `cancelled`. Cancelling a settled run changes nothing.
 
         Raises:
             RunNotFoundError: no run has that id.
         """
         self._check_open()
-        payload = {"grace_s": grace.total_seconds()}
-        item = InboxItem(key="cancel", kind="cancel", name=reason, payload=payload)
-        settled = self._request(run_id, item)
+        settled = self._request(run_id, cancel_item(reason, grace.total_seconds()))
         if settled is not None:
             return settled
         token = self._actors.in_flight(run_id)
@@ -342,10 +334,8 @@ class Runtime:
             RunOverloadedError: the run's request queue is full.
         """
         self._check_open()
-        body = {"name": name, "payload": json_copy(payload)}
-        key = f"signal:{idempotency_key or os.urandom(16).hex()}"
-        item = InboxItem(key=key, kind="signal", name=name, payload=body["payload"])
-        return self._request(run_id, item, request_hash=digest(body)) or RunStatusInfo(
+        item, request_hash = signal_item(name, payload, idempotency_key)
+        return self._request(run_id, item, request_hash=request_hash) or RunStatusInfo(
             run_id=run_id, status="active"
         )
 
@@ -357,16 +347,7 @@ class Runtime:
             EffectNotRetryableError: the effect is not outstanding in one of those states.
         """
         self._check_open()
-        info = self.inspect_run(run_id)
-        effect = next((e for e in info.effects if e.effect_id == effect_id), None)
-        if effect is None or effect.status not in {"ambiguous", "timed_out"}:
-            raise EffectNotRetryableError(
-                f"effect {effect_id!r} of run {run_id} is not ambiguous or timed out",
-                run_id=run_id,
-                effect_id=effect_id,
-                status=effect.status if effect else None,
-            )
-        item = InboxItem(key=f"retry:{effect_id}:{effect.attempt}", kind="retry", name=effect_id)
+        item = retry_item(self.inspect_run(run_id), effect_id)
         return self._request(run_id, item) or RunStatusInfo(run_id=run_id, status="active")
 
     def _request(
@@ -390,6 +371,27 @@ class Runtime:
         self._resume(run_ids)
         self._timers.poke()
         return len(run_ids)
+
+    def purge_settled(
+        self, *, older_than: timedelta, batch_size: int = 500, max_batches: int | None = None
+    ) -> int:
+        """Purge runs settled more than `older_than` ago, in batches of one transaction each.
+
+        A purged run loses its log and payloads but keeps its header row as a
+        tombstone: a start with its key gets `KeyPurgedError`, `statuses` still
+        answers its final status, and the other reads say `RunNotFoundError`.
+
+        Returns:
+            How many runs were purged.
+        """
+        self._check_open()
+        if batch_size < 1:
+            raise ValueError("batch_size must be positive")
+        now = self._now_ms()
+        cutoff = now - duration_ms(older_than)
+        return purge_settled(
+            self._db, cutoff_ms=cutoff, now_ms=now, batch_size=batch_size, max_batches=max_batches
+        )
 
     def wait_settled(self, run_id: str, timeout: float) -> RunStatusInfo:
         """Wait up to `timeout` seconds for the run to settle; return its status either way."""

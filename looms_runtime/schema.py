@@ -6,6 +6,9 @@ key already lists runs newest first. The event log is the source of truth;
 (`last_seq` is the append fence), and `looms_snapshots` caches folded state.
 `looms_inbox` holds external requests (cancel, signal, retry) until the run's owner
 folds them into the log; its key deduplicates them even after the log is trimmed.
+A run purged by retention keeps its header row as its tombstone (`purged_at` set,
+its log and payloads gone): the unique key then refuses the key for good, at no
+cost to a start, and `statuses` still answers the run's final status.
 """
 
 from __future__ import annotations
@@ -63,6 +66,7 @@ runs = sa.Table(
     sa.Column("created_at", sa.BigInteger, nullable=False),
     sa.Column("updated_at", sa.BigInteger, nullable=False),
     sa.Column("settled_at", sa.BigInteger, nullable=True),
+    sa.Column("purged_at", sa.BigInteger, nullable=True),
     sa.PrimaryKeyConstraint("run_id"),
     sa.UniqueConstraint("idempotency_key"),
     sa.ForeignKeyConstraint(["flow", "version"], ["looms_flows.name", "looms_flows.version"]),
@@ -77,6 +81,20 @@ sa.Index(
     runs.c.lease_owner,
     sqlite_where=_unsettled,
     postgresql_where=_unsettled,
+)
+_purgeable = sa.and_(runs.c.settled_at.is_not(None), runs.c.purged_at.is_(None))
+sa.Index(
+    "ix_looms_runs_settled_at_purgeable",
+    runs.c.settled_at,
+    sqlite_where=_purgeable,
+    postgresql_where=_purgeable,
+)
+_purged = runs.c.purged_at.is_not(None)
+sa.Index(
+    "ix_looms_runs_purged_at_purged",
+    runs.c.purged_at,
+    sqlite_where=_purged,
+    postgresql_where=_purged,
 )
 _waking = sa.and_(runs.c.status == "active", runs.c.next_wake_at.is_not(None))
 sa.Index(

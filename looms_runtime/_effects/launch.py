@@ -1,17 +1,15 @@
-"""Starts effect attempts on their own threads and reports each result once."""
+"""Starts effect attempts (and Python flow sessions) on their own threads."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 
-import httpx
 import structlog
 
 from looms_runtime._definitions import CommandStep, EffectStep, HttpStep, PythonStep
 from looms_runtime._effects.command import run_command
 from looms_runtime._effects.context import CancelToken, EffectContext
-from looms_runtime._effects.http import run_http
+from looms_runtime._effects.http import HttpLoop
 from looms_runtime._effects.python import run_python
 from looms_runtime._effects.result import EffectResult
 from looms_runtime._threads import ThreadPool
@@ -24,21 +22,26 @@ class EffectRunner:
 
     def __init__(self) -> None:
         self._pool = ThreadPool("looms-effect", None)
-        self._lock = threading.Lock()
-        self._http: httpx.Client | None = None
+        self._http = HttpLoop()
 
     def launch(
         self,
         step: EffectStep,
         ctx: EffectContext,
         on_done: Callable[[EffectResult], None],
+        *,
+        timeout_s: float | None,
     ) -> CancelToken:
-        """Start one attempt; `on_done` gets its result on the effect's thread."""
+        """Start one attempt; `on_done` gets its result on the effect's thread.
+
+        `timeout_s` is the attempt's own limit (its step's timeout, or less when the
+        step's overall deadline comes first).
+        """
         token = CancelToken()
 
         def attempt() -> None:
             try:
-                result = self._run(step, ctx, token)
+                result = self._run(step, ctx, token, timeout_s)
             except Exception as exc:
                 log.exception("effect_crashed", run_id=ctx.run_id, effect_id=ctx.effect_id)
                 result = EffectResult(
@@ -51,26 +54,23 @@ class EffectRunner:
         self._pool.submit(attempt)
         return token
 
-    def _run(self, step: EffectStep, ctx: EffectContext, token: CancelToken) -> EffectResult:
-        if isinstance(step, CommandStep):
-            return run_command(step, ctx, token, timeout_s=step.timeout_s)
-        if isinstance(step, PythonStep):
-            return run_python(step, ctx, token)
-        if isinstance(step, HttpStep):
-            return run_http(step, ctx, token, self._client())
-        raise TypeError(f"no executor for {step.kind} steps")
+    def start(self, task: Callable[[], None]) -> None:
+        """Run `task` (a Python flow session) on an effect thread."""
+        self._pool.submit(task)
 
-    def _client(self) -> httpx.Client:
-        with self._lock:
-            if self._http is None:
-                self._http = httpx.Client(follow_redirects=False)
-            return self._http
+    def _run(
+        self, step: EffectStep, ctx: EffectContext, token: CancelToken, timeout_s: float | None
+    ) -> EffectResult:
+        if isinstance(step, CommandStep):
+            return run_command(step, ctx, token, timeout_s=timeout_s)
+        if isinstance(step, PythonStep):
+            return run_python(step, ctx, token, timeout_s=timeout_s)
+        if isinstance(step, HttpStep):
+            return self._http.run(step, ctx, token, timeout_s=timeout_s)
+        raise TypeError(f"no executor for {step.kind} steps")
 
     def close(self, timeout_s: float) -> bool:
         """Wait for running attempts up to `timeout_s`; True when none is left."""
         done = self._pool.shutdown(timeout_s)
-        with self._lock:
-            if self._http is not None:
-                self._http.close()
-                self._http = None
+        self._http.close(timeout_s)
         return done

@@ -15,6 +15,7 @@ class EffectResult:
         output: JSON recorded with the outcome (exit code and output tails, a return value).
         error: why the attempt failed; None when it succeeded.
         cancelled: the attempt was stopped because its run is being cancelled.
+        retryable: False when the failure must not be retried (whatever the policy).
     """
 
     effect_id: str
@@ -23,3 +24,4 @@ class EffectResult:
     output: Any = None
     error: str | None = None
     cancelled: bool = False
+    retryable: bool = True

@@ -174,13 +174,21 @@ def test_statuses_reports_unknown_ids_as_missing(make_runtime: MakeRuntime) -> N
 
 def test_zero_step_run_completes_and_reports_settlement(make_runtime: MakeRuntime) -> None:
     settled: list[RunSettled] = []
-    runtime = make_runtime(on_settled=settled.append)
+    reported = threading.Event()
+
+    def on_settled(event: RunSettled) -> None:
+        settled.append(event)
+        reported.set()
+
+    runtime = make_runtime(on_settled=on_settled)
     runtime.start()
     version = runtime.register_flow("empty", EMPTY)
     handle = runtime.start_run(request(version, "k1", attributes={"trigger_id": "nightly"}))
 
     status = runtime.wait_settled(handle.run_id, 10)
 
+    # The status is durable before the hook runs: wait for the hook itself.
+    assert reported.wait(10)
     assert status.status == "completed"
     assert status.settled_at is not None
     assert settled == [

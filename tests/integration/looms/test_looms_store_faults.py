@@ -6,6 +6,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from looms_runtime import Database, Runtime, StartRequest, StoreError, schema
+from looms_runtime.testing import ManualClock
 
 FLOW = {
     "kind": "steps",
@@ -116,3 +118,45 @@ def test_database_errors_surface_as_store_errors(tmp_path: Path) -> None:
     finally:
         runtime.close()
         database.dispose()
+
+
+def test_a_start_whose_answer_was_lost_is_driven_when_it_is_retried(
+    flaky: FlakyDatabase,
+) -> None:
+    runtime = Runtime(flaky, owner="flaky")
+    try:
+        runtime.start()
+        version = runtime.register_flow("flow", FLOW)
+        request = StartRequest(flow="flow", version=version, idempotency_key="k")
+        flaky.lose_answer = True
+        flaky.fail_on = "run_started"
+        with pytest.raises(StoreError):
+            runtime.start_run(request)
+
+        handle = runtime.start_run(request)
+
+        assert flaky.failures == 1
+        assert not handle.created
+        assert runtime.wait_settled(handle.run_id, 20).status == "completed"
+    finally:
+        runtime.close()
+
+
+def test_the_sweep_drives_a_run_whose_start_answer_was_lost(flaky: FlakyDatabase) -> None:
+    clock = ManualClock(datetime(2030, 1, 1, tzinfo=UTC))
+    runtime = Runtime(flaky, owner="flaky", clock=clock)
+    try:
+        runtime.start()
+        version = runtime.register_flow("flow", FLOW)
+        flaky.lose_answer = True
+        flaky.fail_on = "run_started"
+        with pytest.raises(StoreError):
+            runtime.start_run(StartRequest(flow="flow", version=version, idempotency_key="k"))
+        (stranded,) = runtime.list_runs()
+        assert runtime.inspect_run(stranded.run_id).last_seq == 1
+
+        clock.advance(timedelta(seconds=30))
+
+        assert runtime.wait_settled(stranded.run_id, 20).status == "completed"
+    finally:
+        runtime.close()

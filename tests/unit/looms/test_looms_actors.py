@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pytest
 
 from looms_runtime._actors import DRIVE, Actors, Op, Slot
-from looms_runtime._planner import InboxItem
+from looms_runtime._effects.result import EffectResult
 from looms_runtime.errors import RunOverloadedError, RuntimeClosedError
 
 
@@ -29,7 +29,7 @@ class ManualPool:
 
 
 def request(n: int) -> Op:
-    return Op("drive", requests=(InboxItem(key=f"signal:{n}", kind="signal", name="go"),))
+    return Op("outcome", result=EffectResult(effect_id=f"e{n}", attempt=1, ok=True))
 
 
 def make(max_pending: int = 2) -> tuple[Actors, ManualPool, list[tuple[str, Op]]]:
@@ -64,10 +64,10 @@ def test_each_run_is_scheduled_once_and_drains_in_order() -> None:
 
     assert len(pool.tasks) == 2
     pool.run_all()
-    assert [(run, op.requests[0].key) for run, op in handled] == [
-        ("r1", "signal:1"),
-        ("r1", "signal:2"),
-        ("r2", "signal:1"),
+    assert [(run, op.result.effect_id if op.result else None) for run, op in handled] == [
+        ("r1", "e1"),
+        ("r1", "e2"),
+        ("r2", "e1"),
     ]
 
 

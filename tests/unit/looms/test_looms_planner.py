@@ -14,6 +14,7 @@ from looms_runtime._planner import (
     Emit,
     Idle,
     InboxItem,
+    RunFlow,
     Sleep,
     outcome_events,
     plan,
@@ -168,13 +169,11 @@ def test_cancel_waits_for_the_effect_in_flight_then_settles() -> None:
     assert emitted(plan(state, steps, now_ms=2)) == ["run_cancelled"]
 
 
-def test_a_python_flow_fails_clearly_until_it_is_supported() -> None:
+def test_a_python_flow_is_run_from_the_top_when_nothing_is_outstanding() -> None:
     python_flow = parse_flow({"kind": "python", "ref": "m:f"})
 
-    decision = plan(started(), python_flow, now_ms=0)
-
-    assert isinstance(decision, Emit)
-    assert "not supported" in decision.events[0].payload["error"]
+    assert plan(started(), python_flow, now_ms=0) == RunFlow()
+    assert plan(started(), python_flow, now_ms=0, running=True) == Idle("flow_running")
 
 
 def test_a_signal_sent_early_waits_in_the_inbox_until_the_step_waits() -> None:

@@ -1,0 +1,1 @@
+"""Example durable Python flows (see examples/python-flow.yaml and docs/runtime.md)."""

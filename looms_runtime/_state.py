@@ -1,0 +1,131 @@
+"""A run's folded state, and its snapshot form (plain JSON).
+
+Fields that only Python flows or retry deadlines use are left out of the snapshot
+form while they hold their default, so the state of a steps flow (and its digest)
+is the same as it was before those fields existed: older snapshots stay usable.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from looms_runtime._canonical import digest
+from looms_runtime.errors import CorruptHistoryError
+
+FOLD_VERSION = "1"
+"""Bumped whenever the state's shape or a rule of `apply` changes; older snapshots are ignored."""
+
+TERMINAL = frozenset({"completed", "failed", "cancelled"})
+STUCK = frozenset({"ambiguous", "timed_out"})
+PYTHON = "python"
+"""`RunState.flow_kind` of a durable Python flow (whose results are kept in `journal`)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EffectState:
+    """An outstanding effect: dispatched, waiting to retry, stuck or finally failed.
+
+    `name` is the step name a Python flow gave (None for steps flows, whose effect id
+    is the step id); `give_up_at` is when the step's overall deadline passes.
+    """
+
+    effect_id: str
+    step_index: int
+    kind: str
+    idempotent: bool
+    status: str
+    attempt: int
+    failures: int = 0
+    ambiguities: int = 0
+    dispatched_at: int | None = None
+    deadline_at: int | None = None
+    next_attempt_at: int | None = None
+    last_error: str | None = None
+    name: str | None = None
+    give_up_at: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WaitState:
+    """A durable wait: a sleep until `until`, or a signal (with an optional deadline)."""
+
+    wait_id: str
+    step_index: int
+    kind: str
+    until: int | None
+    signal: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunState:
+    """Everything the planner needs to decide a run's next move.
+
+    `journal` is a Python flow's recorded calls in order (step results, finished
+    sleeps and waits, recorded values): what a replay of the flow function returns.
+    """
+
+    seq: int = 0
+    status: str = "new"
+    flow: str = ""
+    version: str = ""
+    completed_steps: int = 0
+    effects: Mapping[str, EffectState] = field(default_factory=dict)
+    waits: Mapping[str, WaitState] = field(default_factory=dict)
+    cancel_requested: bool = False
+    cancel_reason: str | None = None
+    park_reason: str | None = None
+    error: str | None = None
+    result: Any = None
+    flow_kind: str = "steps"
+    journal: tuple[Mapping[str, Any], ...] = ()
+
+    @property
+    def settled(self) -> bool:
+        return self.status in TERMINAL
+
+    @property
+    def python(self) -> bool:
+        return self.flow_kind == PYTHON
+
+
+_OPTIONAL_RUN: dict[str, Any] = {"flow_kind": "steps", "journal": ()}
+_OPTIONAL_EFFECT: dict[str, Any] = {"name": None, "give_up_at": None}
+
+
+def state_to_json(state: RunState) -> dict[str, Any]:
+    """The snapshot form of a state (plain JSON); optional fields only when set."""
+    data = dataclasses.asdict(state)
+    for key, default in _OPTIONAL_RUN.items():
+        if data[key] == default:
+            del data[key]
+    if "journal" in data:
+        data["journal"] = [dict(entry) for entry in data["journal"]]
+    for effect in data["effects"].values():
+        for name, unset in _OPTIONAL_EFFECT.items():
+            if effect[name] == unset:
+                del effect[name]
+    return data
+
+
+def state_from_json(data: Mapping[str, Any]) -> RunState:
+    """The state a snapshot holds.
+
+    Raises:
+        CorruptHistoryError: the snapshot does not have the state's shape.
+    """
+    try:
+        effects = {k: EffectState(**v) for k, v in data["effects"].items()}
+        waits = {k: WaitState(**v) for k, v in data["waits"].items()}
+        journal = tuple(dict(entry) for entry in data.get("journal", ()))
+        fields = {k: v for k, v in data.items() if k not in {"effects", "waits", "journal"}}
+        return RunState(**fields, effects=effects, waits=waits, journal=journal)
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        raise CorruptHistoryError(f"snapshot does not match fold v{FOLD_VERSION}: {exc}") from exc
+
+
+def state_hash(state: RunState) -> str:
+    """A digest of the state, stored with its snapshot to detect a corrupt or stale one."""
+    return digest(state_to_json(state))
