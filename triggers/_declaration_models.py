@@ -27,6 +27,7 @@ from pydantic import (
     Field,
     PlainValidator,
     Strict,
+    StringConstraints,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -349,6 +350,8 @@ class RetryModel(_Model):
     max_attempts: Count = 3
     backoff: Duration = timedelta(seconds=10)
     max_backoff: Duration = timedelta(minutes=5)
+    non_retryable_exit_codes: list[Annotated[int, Field(ge=0, le=255)]] = []
+    deadline: Duration | None = None
 
     @model_validator(mode="after")
     def _ordered(self) -> RetryModel:
@@ -401,6 +404,7 @@ class FlowModel(_Model):
 
     steps: list[Any] | None = None
     python: Ref | None = None
+    version: Annotated[str, StringConstraints(min_length=1, max_length=64)] | None = None
 
 
 class DocumentModel(_Model):

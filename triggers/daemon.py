@@ -83,6 +83,8 @@ def open_backend(settings: Settings, *, owner: str, daemon: bool = False) -> Bac
         env_prefix="TRIGGERS_",
         workers=settings.workers,
         on_settled=runner.notify,
+        retention=settings.run_retention if daemon else None,
+        trim_events=settings.trim_events,
     )
     runner.attach(runtime)
     return Backend(db=db, store=SqlTriggerStore(db), runtime=runtime, runner=runner)

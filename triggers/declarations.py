@@ -330,7 +330,15 @@ def _flow_definition(raw: object, loc: Loc, problems: _Collector) -> dict[str, J
     elif len(kinds) > 1:
         problems.add((*loc, "python"), "a flow has either 'steps' or 'python', not both", at="key")
     elif flow.python is not None:
-        return {"kind": "python", "ref": flow.python}
+        if flow.version is None:
+            return {"kind": "python", "ref": flow.python}
+        return {"kind": "python", "ref": flow.python, "version": flow.version}
+    if flow.version is not None:
+        problems.add(
+            (*loc, "version"),
+            "'version' labels a python flow; a steps flow is versioned by its steps",
+            at="key",
+        )
     if flow.steps is None or problems.count > before:
         return None
     steps = [_step(item, (*loc, "steps", index), problems) for index, item in enumerate(flow.steps)]
@@ -403,11 +411,17 @@ def _seconds(value: timedelta | None) -> float | None:
 def _retry_json(retry: RetryModel | None) -> dict[str, JsonValue] | None:
     if retry is None:
         return None
-    return {
+    result: dict[str, JsonValue] = {
         "max_attempts": retry.max_attempts,
         "backoff_s": retry.backoff.total_seconds(),
         "max_backoff_s": retry.max_backoff.total_seconds(),
     }
+    # Only when given, so that the digest (the version) of existing flows is unchanged.
+    if retry.non_retryable_exit_codes:
+        result["non_retryable_exit_codes"] = sorted(set(retry.non_retryable_exit_codes))
+    if retry.deadline is not None:
+        result["deadline_s"] = retry.deadline.total_seconds()
+    return result
 
 
 # ---- YAML and locations -------------------------------------------------------------

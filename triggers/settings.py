@@ -29,6 +29,7 @@ _DURATION_FIELDS = (
     "cancel_timeout",
     "run_poll_interval",
     "shutdown_grace",
+    "run_retention",
 )
 
 
@@ -64,6 +65,10 @@ class Settings(BaseSettings):
     run_poll_interval: timedelta = timedelta(seconds=15)
     """How often active runs are inspected when the runtime does not report first."""
     shutdown_grace: timedelta = timedelta(seconds=10)
+    run_retention: timedelta | None = timedelta(days=30)
+    """Settled runs older than this are purged (their key stays taken); None: kept."""
+    trim_events: bool = False
+    """Delete a run's events behind its snapshots (`runs events` then starts later)."""
     metrics_address: str | None = None
     """`host:port` (or `:port`, loopback) to serve Prometheus metrics on; None: off."""
     sqlite_synchronous: Literal["FULL", "NORMAL"] = "FULL"

@@ -777,3 +777,36 @@ def test_flow_without_steps_is_a_flow_that_only_records_the_fire() -> None:
         "version: 1\nflows:\n  noop:\n    steps: []\ntriggers: []\n", source="t.yaml"
     )
     assert declarations.flows["noop"].definition == {"kind": "steps", "steps": []}
+
+
+def test_python_flow_version_label_and_retry_limits_reach_the_definition() -> None:
+    declarations = parse_declarations(
+        textwrap.dedent(
+            """\
+            version: 1
+            flows:
+              report: {python: "app.jobs:build", version: "2"}
+              cmd:
+                steps:
+                  - id: a
+                    run: ["false"]
+                    retry: {non_retryable_exit_codes: [2, 1, 2], deadline: 10m}
+            triggers: []
+            """
+        ),
+        source="t.yaml",
+    )
+    assert declarations.flows["report"].definition == {
+        "kind": "python",
+        "ref": "app.jobs:build",
+        "version": "2",
+    }
+    [step] = declarations.flows["cmd"].definition["steps"]
+    assert step["retry"]["non_retryable_exit_codes"] == [1, 2]
+    assert step["retry"]["deadline_s"] == 600.0
+
+
+def test_version_label_on_a_steps_flow_is_refused() -> None:
+    text = "version: 1\nflows:\n  f:\n    version: '2'\n    steps: []\ntriggers: []\n"
+    [problem] = problems_of(text)
+    assert (problem["key"], problem["line"]) == ("flows.f.version", 4)
