@@ -25,7 +25,7 @@ from looms_runtime import Runtime
 from looms_runtime.db import Database
 from triggers import __version__
 from triggers.clock import Clock, SystemClock
-from triggers.declarations import load_declarations
+from triggers.declarations import parse_declarations, read_declarations_text, text_digest
 from triggers.errors import ConfigError, DeclarationError, StoreError, TriggersError
 from triggers.metrics import Metrics
 from triggers.runner.looms import LoomsRunner
@@ -187,7 +187,13 @@ class Daemon:
         if path is None:
             return
         try:
-            declarations = load_declarations(path)
+            text = read_declarations_text(path)
+            if backend.store.applied_digest() == text_digest(text):
+                # Parsing and validating ten thousand triggers takes seconds; a daemon
+                # restarted on the file already in force starts ticking at once.
+                log.info("declarations_unchanged", config=str(path))
+                return
+            declarations = parse_declarations(text, source=str(path))
             result = apply_declarations(
                 backend.store, backend.runtime.register_flow, declarations, now=self._clock.now()
             )

@@ -8,8 +8,10 @@ database only: it never touches the store and never imports the flows' Python co
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -85,6 +87,34 @@ class Declarations:
     flows: dict[str, FlowSpec]
     triggers: list[TriggerSpec]
     source: str
+    digest: str = field(default="", compare=False)
+    """A digest of the text the declarations came from (see `text_digest`)."""
+
+
+def text_digest(text: str) -> str:
+    """The digest of a declarations text: equal texts are the same declarations."""
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def read_declarations_text(path: str | Path) -> str:
+    """A declarations file's text.
+
+    Raises:
+        DeclarationError: the file cannot be read or is not UTF-8.
+    """
+    source = str(path)
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise _error([_problem(source, 0, 0, "", f"cannot read the file: {reason}")]) from exc
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - data.rfind(b"\n", 0, exc.start)
+        problem = _problem(source, line, column, "", "the file is not valid UTF-8")
+        raise _error([problem]) from exc
 
 
 def load_declarations(path: str | Path) -> Declarations:
@@ -95,20 +125,7 @@ def load_declarations(path: str | Path) -> Declarations:
             `details["problems"]` holds every problem as `{"file", "line", "column",
             "key", "message"}` (line and column are 0 when the problem is the whole file).
     """
-    source = str(path)
-    try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        reason = exc.strerror or type(exc).__name__
-        raise _error([_problem(source, 0, 0, "", f"cannot read the file: {reason}")]) from exc
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        column = exc.start - data.rfind(b"\n", 0, exc.start)
-        problem = _problem(source, line, column, "", "the file is not valid UTF-8")
-        raise _error([problem]) from exc
-    return parse_declarations(text, source=source)
+    return parse_declarations(read_declarations_text(path), source=str(path))
 
 
 def parse_declarations(text: str, *, source: str) -> Declarations:
@@ -129,7 +146,7 @@ def parse_declarations(text: str, *, source: str) -> Declarations:
         data = None
     declarations = _declarations(data, source, problems)
     problems.raise_if_any()
-    return declarations
+    return dataclasses.replace(declarations, digest=text_digest(text))
 
 
 # ---- building -----------------------------------------------------------------------

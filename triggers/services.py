@@ -75,7 +75,7 @@ def apply_declarations(
                 f"flow {flow.name!r}: the runtime versioned it {version}, expected {flow.version}",
                 flow=flow.name,
             )
-    return store.apply(declarations.triggers, now=now)
+    return store.apply(declarations.triggers, now=now, source_digest=declarations.digest or None)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

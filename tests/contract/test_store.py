@@ -825,3 +825,12 @@ def test_last_records_are_by_newest_occurrence(store: SqlTriggerStore) -> None:
     claim(store, "a", 11)
     claim(store, "a", 5, kind="backfill")  # inserted later, for an older occurrence
     assert store.last_records()["a"].occurrence_at == T0 + timedelta(minutes=11)
+
+
+def test_listing_since_returns_only_rows_written_since(store: SqlTriggerStore) -> None:
+    store.apply([spec("a"), spec("b")], now=T0, source_digest="d1")
+    store.set_paused("b", paused=True, note=None, now=T0 + timedelta(minutes=5))
+    changed = store.list_triggers(changed_since=T0 + timedelta(minutes=1))
+    assert [t.id for t in changed if isinstance(t, Trigger)] == ["b"]
+    assert len(store.list_triggers()) == 2
+    assert store.applied_digest() == "d1"

@@ -89,6 +89,8 @@ def test_every_second_triggers_fire_each_second_exactly_once_across_a_restart(
 
     events = log_events(log)
     assert [e["event"] for e in events].count("daemon_stopped") == 2
+    # The restart found the file already in force and did not parse it again.
+    assert [e["event"] for e in events].count("declarations_unchanged") == 1
     assert all(e.get("level") != "error" for e in events), [
         e for e in events if e.get("level") == "error"
     ]

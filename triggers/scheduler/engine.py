@@ -39,6 +39,8 @@ log = structlog.get_logger()
 _PRUNE_EVERY = timedelta(hours=1)
 _HEARTBEAT_EVERY = timedelta(seconds=1)
 _MAX_HOUSEKEEPING_DEFER = timedelta(seconds=10)
+_FULL_LISTING_EVERY = timedelta(minutes=10)
+_CLOCK_MARGIN = timedelta(minutes=1)
 _RETRY_AFTER = timedelta(seconds=1)
 _BUFFERING = frozenset({Overlap.BUFFER, Overlap.BUFFER_ALL, Overlap.SUPERSEDE})
 
@@ -132,6 +134,8 @@ class Scheduler:
         self._last_prune_at: datetime | None = None
         self._started_at = clock.now()
         self._polled = False
+        self._listed_at: datetime | None = None
+        self._fully_listed_at: datetime | None = None
         self._stopping = threading.Event()
         self._corrupt: set[str] = set()
 
@@ -273,7 +277,19 @@ class Scheduler:
         report.polled = True
         self._next_poll_at = now + self._options.poll_interval
         self._prune(now)
-        rows = self._store.list_triggers()
+        full = (
+            self._fully_listed_at is None
+            or self._listed_at is None
+            or now - self._fully_listed_at >= _FULL_LISTING_EVERY
+        )
+        # Between full listings only rows written since the last listing are read (an
+        # idle daemon with ten thousand triggers must not decode them all every poll);
+        # the margin covers writers whose clocks run a little behind ours.
+        since = None if full or self._listed_at is None else self._listed_at - _CLOCK_MARGIN
+        rows = self._store.list_triggers(changed_since=since)
+        self._listed_at = now
+        if full:
+            self._fully_listed_at = now
         seen = set()
         for row in rows:
             if isinstance(row, TriggersError):
@@ -287,8 +303,9 @@ class Scheduler:
             self._corrupt.discard(row.id)
             seen.add(row.id)
             self._timetable.sync(row)
-        for gone in set(self._timetable.entries) - seen:
-            del self._timetable.entries[gone]
+        if full:
+            for gone in set(self._timetable.entries) - seen:
+                del self._timetable.entries[gone]
         adopted = self.monitor.adopt(
             (run.trigger_id, run.run_id) for run in self._store.active_runs()
         )

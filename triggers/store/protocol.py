@@ -182,16 +182,25 @@ class TriggerStore(Protocol):
     Raises StoreUnavailableError when the database cannot be reached.
     """
 
-    def apply(self, specs: Sequence[TriggerSpec], *, now: datetime) -> ApplyResult:
+    def apply(
+        self, specs: Sequence[TriggerSpec], *, now: datetime, source_digest: str | None = None
+    ) -> ApplyResult:
         """Upsert every declaration and retire stored triggers missing from `specs`.
 
         A changed declaration bumps its revision; an unchanged one does not; a new
         trigger's watermark starts at `now` (it owes nothing from before). Pause
-        state survives. A retired trigger that reappears is revived."""
+        state survives. A retired trigger that reappears is revived. `source_digest`
+        (of the file the specs came from) is kept, in the same transaction, for
+        `applied_digest`."""
         ...
 
-    def list_triggers(self) -> list[TriggerRow]:
-        """Every stored trigger, retired and disabled ones included, by id."""
+    def applied_digest(self) -> str | None:
+        """The digest of the declarations file last applied (see `apply`), or None."""
+        ...
+
+    def list_triggers(self, *, changed_since: datetime | None = None) -> list[TriggerRow]:
+        """Every stored trigger, retired and disabled ones included, by id; with
+        `changed_since`, only those whose row was written at or after it."""
         ...
 
     def get_trigger(self, trigger_id: str) -> Trigger | None:

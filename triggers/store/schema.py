@@ -113,3 +113,11 @@ heartbeats = sa.Table(
     sa.Column("last_tick_at", UtcDateTime, nullable=False),
     sa.Column("stopped_at", UtcDateTime, nullable=True),
 )
+
+meta = sa.Table(
+    "meta",
+    metadata,
+    sa.Column("key", sa.String(64), primary_key=True),
+    sa.Column("value", sa.Text, nullable=False),
+    sa.Column("updated_at", UtcDateTime, nullable=False),
+)

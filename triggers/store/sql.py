@@ -48,7 +48,17 @@ from triggers.store.protocol import (
     RangeSplit,
     Settlement,
 )
-from triggers.store.schema import fires, heartbeats, triggers
+from triggers.store.schema import fires, heartbeats, meta, triggers
+
+_APPLIED_DIGEST = "applied_declarations_digest"
+
+
+def _set_meta(conn: Connection, key: str, value: str, now: datetime) -> None:
+    updated = conn.execute(
+        meta.update().where(meta.c.key == key).values(value=value, updated_at=now)
+    ).rowcount
+    if not updated:
+        conn.execute(meta.insert().values(key=key, value=value, updated_at=now))
 
 
 class SqlTriggerStore:
@@ -59,7 +69,9 @@ class SqlTriggerStore:
 
     # -- declarations -------------------------------------------------------------
 
-    def apply(self, specs: Sequence[TriggerSpec], *, now: datetime) -> ApplyResult:
+    def apply(
+        self, specs: Sequence[TriggerSpec], *, now: datetime, source_digest: str | None = None
+    ) -> ApplyResult:
         result = ApplyResult()
         with self._write() as conn:
             stored = {
@@ -86,7 +98,15 @@ class SqlTriggerStore:
                         .values(retired=True, updated_at=now)
                     )
                     result.retired.append(trigger_id)
+            _set_meta(conn, _APPLIED_DIGEST, source_digest or "", now)
         return result
+
+    def applied_digest(self) -> str | None:
+        with self._read() as conn:
+            value = conn.execute(
+                sa.select(meta.c.value).where(meta.c.key == _APPLIED_DIGEST)
+            ).scalar()
+        return value or None
 
     @staticmethod
     def _apply_one(
@@ -127,9 +147,12 @@ class SqlTriggerStore:
         conn.execute(triggers.update().where(triggers.c.id == spec.id).values(**values))
         result.updated.append(spec.id)
 
-    def list_triggers(self) -> list[Trigger | StoreError]:
+    def list_triggers(self, *, changed_since: datetime | None = None) -> list[Trigger | StoreError]:
+        statement = select_triggers().order_by(triggers.c.id)
+        if changed_since is not None:
+            statement = statement.where(triggers.c.updated_at >= changed_since)
         with self._read() as conn:
-            found = read_triggers(conn, select_triggers().order_by(triggers.c.id))
+            found = read_triggers(conn, statement)
         return list(found.values())
 
     def get_trigger(self, trigger_id: str) -> Trigger | None:
