@@ -147,8 +147,11 @@ def _values(field: Sequence[int | str], size: int) -> tuple[int, ...]:
     return tuple(sorted({int(value) for value in field}))
 
 
-def parse_cron(expression: str, *, trigger_id: str) -> CronRule:
+def parse_cron(expression: str, *, trigger_id: str, check_fires: bool = True) -> CronRule:
     """Parse a 5-field or 6-field (leading seconds) expression or a macro.
+
+    `check_fires=False` skips the search for a first match (the costliest part): for
+    expressions already validated, as stored ones are.
 
     Raises:
         ScheduleError: invalid syntax, `@reboot`, `R`, or an expression that never fires.
@@ -197,7 +200,7 @@ def parse_cron(expression: str, *, trigger_id: str) -> CronRule:
     )
     # Any expression without a year field that fires at all fires within a 400-year
     # Gregorian cycle, and croniter looks 50 years ahead, which covers leap days.
-    if rule.next(_WALL_2001) is None:
+    if check_fires and rule.next(_WALL_2001) is None:
         raise ScheduleError(
             f"cron expression {expression!r} never fires: {_why_never(iterator)}",
             expression=expression,

@@ -40,7 +40,7 @@ _PRUNE_EVERY = timedelta(hours=1)
 _HEARTBEAT_EVERY = timedelta(seconds=1)
 _MAX_HOUSEKEEPING_DEFER = timedelta(seconds=10)
 _FULL_LISTING_EVERY = timedelta(minutes=10)
-_CLOCK_MARGIN = timedelta(minutes=1)
+_CLOCK_MARGIN = timedelta(seconds=15)
 _RETRY_AFTER = timedelta(seconds=1)
 _BUFFERING = frozenset({Overlap.BUFFER, Overlap.BUFFER_ALL, Overlap.SUPERSEDE})
 

@@ -112,8 +112,12 @@ def compile_schedule(
     timezone: str = "UTC",
     start_at: datetime | None = None,
     end_at: datetime | None = None,
+    validated: bool = False,
 ) -> CompiledSchedule:
     """Compile a schedule for a trigger, bounded to [start_at, end_at].
+
+    `validated=True` (for schedules that passed validation when they were stored)
+    skips checks that cost a search, such as whether a cron expression ever fires.
 
     `cron`: 5 fields, or 6 with a leading seconds field; macros as in Vixie cron
     (`@daily` is `0 0 * * *`); `H` is hashed from `trigger_id`, so it is stable
@@ -136,7 +140,7 @@ def compile_schedule(
         )
     match schedule:
         case CronSchedule(expression=expression):
-            rule = parse_cron(expression, trigger_id=trigger_id)
+            rule = parse_cron(expression, trigger_id=trigger_id, check_fires=not validated)
             return CronOccurrences(rule, timeline, start_at=start_at, end_at=end_at)
         case EverySchedule(interval=interval, start=start):
             if interval <= timedelta(0) or interval % _MS:

@@ -45,6 +45,8 @@ class Timetable:
         The watermark only moves forward: the stored one, or what this loop has
         recorded since it read it."""
         entry = self.entries.get(trigger.id)
+        if entry is not None and entry.trigger == trigger:
+            return entry  # nothing changed: its due time stands
         if entry is None or entry.trigger.revision != trigger.revision:
             watermark = trigger.watermark_at if entry is None else entry.watermark_at
             entry = Entry(
@@ -109,6 +111,7 @@ def _compile(trigger: Trigger) -> CompiledSchedule | None:
             timezone=spec.timezone,
             start_at=spec.start_at,
             end_at=spec.end_at,
+            validated=True,
         )
     except ScheduleError as exc:
         log.error("schedule_invalid", trigger_id=spec.id, error=str(exc))
