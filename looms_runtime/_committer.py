@@ -86,6 +86,8 @@ class Committer:
             self._commit(batch)
 
     def _take(self) -> list[_Item]:
+        if any(isinstance(job, StartJob) for job, _ in self._queue):
+            return self._take_starts()
         batch: list[_Item] = []
         appends = starts = 0
         while self._queue:
@@ -101,9 +103,27 @@ class Committer:
             batch.append(self._queue.popleft())
         return batch
 
+    def _take_starts(self) -> list[_Item]:
+        """Starts go first, in a transaction of their own: a launch waits for no append."""
+        batch: list[_Item] = []
+        rest: deque[_Item] = deque()
+        starts = 0
+        for item in self._queue:
+            job = item[0]
+            if isinstance(job, StartJob) and (
+                not starts or starts + len(job.runs) <= MAX_STARTS_PER_TRANSACTION
+            ):
+                batch.append(item)
+                starts += len(job.runs)
+            else:
+                rest.append(item)
+        self._queue = rest
+        return batch
+
     def _commit(self, batch: Sequence[_Item]) -> None:
+        urgent = any(isinstance(job, StartJob) for job, _ in batch)
         try:
-            with driver_errors(), self._db.write() as conn:
+            with driver_errors(), self._db.write(urgent=urgent) as conn:
                 results = _execute(conn, [job for job, _ in batch], trim=self._trim)
         except StoreUnavailableError as exc:
             # The database itself failed: every job would fail alone too, and retrying

@@ -52,7 +52,7 @@ class Database:
         parsed = make_url(url)
         self.url = parsed
         self.is_sqlite = parsed.get_backend_name() == "sqlite"
-        self._write_lock = threading.RLock()
+        self._write_lock = _PriorityLock()
         self._stop = threading.Event()
         self._checkpointer: threading.Thread | None = None
         if self.is_sqlite:
@@ -90,12 +90,21 @@ class Database:
         return self.url.get_backend_name()
 
     @contextmanager
-    def write(self) -> Iterator[Connection]:
-        """A write transaction: committed on normal exit, rolled back on an exception."""
-        with self._write_lock, self.engine.connect() as conn:
-            writer = conn.execution_options(**{_WRITE: True})
-            with writer.begin():
-                yield writer
+    def write(self, *, urgent: bool = False) -> Iterator[Connection]:
+        """A write transaction: committed on normal exit, rolled back on an exception.
+
+        `urgent` writers (a scheduler's claims, run starts) go ahead of others that
+        are waiting for this process's write lock: a launch should not queue behind
+        the bookkeeping of runs that already finished.
+        """
+        self._write_lock.acquire(urgent=urgent)
+        try:
+            with self.engine.connect() as conn:
+                writer = conn.execution_options(**{_WRITE: True})
+                with writer.begin():
+                    yield writer
+        finally:
+            self._write_lock.release()
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
@@ -130,6 +139,40 @@ class Database:
         """Connections currently checked out of the pool (tests assert none leak)."""
         pool: Any = self.engine.pool
         return int(pool.checkedout()) if hasattr(pool, "checkedout") else 0
+
+
+class _PriorityLock:
+    """A re-entrant lock that urgent acquirers get before the others waiting for it."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._owner: int | None = None
+        self._depth = 0
+        self._urgent_waiting = 0
+
+    def acquire(self, *, urgent: bool) -> None:
+        me = threading.get_ident()
+        with self._cond:
+            if self._owner == me:
+                self._depth += 1
+                return
+            if urgent:
+                self._urgent_waiting += 1
+            try:
+                while self._owner is not None or (not urgent and self._urgent_waiting):
+                    self._cond.wait()
+            finally:
+                if urgent:
+                    self._urgent_waiting -= 1
+            self._owner = me
+            self._depth = 1
+
+    def release(self) -> None:
+        with self._cond:
+            self._depth -= 1
+            if self._depth == 0:
+                self._owner = None
+                self._cond.notify_all()
 
 
 def _sqlite_engine(

@@ -26,8 +26,15 @@ from triggers.scheduler.occurrences import (
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-def _compile(schedule: Schedule, zone: str = "UTC", **bounds: datetime) -> CompiledSchedule:
-    return compile_schedule(schedule, trigger_id="t", timezone=zone, **bounds)
+def _compile(
+    schedule: Schedule,
+    zone: str = "UTC",
+    start_at: datetime | None = None,
+    end_at: datetime | None = None,
+) -> CompiledSchedule:
+    return compile_schedule(
+        schedule, trigger_id="t", timezone=zone, start_at=start_at, end_at=end_at
+    )
 
 
 def _local(found: list[datetime], zone: str) -> list[str]:

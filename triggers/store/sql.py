@@ -199,7 +199,7 @@ class SqlTriggerStore:
     ) -> list[ClaimResult]:
         if not requests:
             return []
-        with self._write() as conn:
+        with self._write(urgent=True) as conn:
             batch = ClaimBatch(
                 conn, requests, owner=owner, host=host, now=now, lease=lease, splits=splits
             )
@@ -423,8 +423,8 @@ class SqlTriggerStore:
     # -- plumbing ---------------------------------------------------------------------
 
     @contextmanager
-    def _write(self) -> Iterator[Connection]:
-        with _translated(), self._db.write() as conn:
+    def _write(self, *, urgent: bool = False) -> Iterator[Connection]:
+        with _translated(), self._db.write(urgent=urgent) as conn:
             yield conn
 
     @contextmanager

@@ -45,8 +45,8 @@ class FlakyDatabase(Database):
         self._lock = threading.Lock()
 
     @contextmanager
-    def write(self) -> Iterator[Connection]:
-        with super().write() as conn:
+    def write(self, *, urgent: bool = False) -> Iterator[Connection]:
+        with super().write(urgent=urgent) as conn:
             yield conn
             if not self.lose_answer and self._should_fail(conn):
                 raise self._error()
