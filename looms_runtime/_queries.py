@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from looms_runtime._clock import from_ms
 from looms_runtime._fold import TERMINAL, RunState, fold_recorded, state_to_json
@@ -226,3 +226,27 @@ def state_at(db: Database, run_id: str, seq: int) -> dict[str, Any]:
         )
     delta = [event for event in record.events if event.seq <= target]
     return state_to_json(fold_recorded(delta, initial))
+
+
+S = TypeVar("S")
+
+
+def project(
+    events: Sequence[Event], run_id: str, reducer: Callable[[S, Event], S], initial: S
+) -> S:
+    """Fold a run's whole log through `reducer` (see `Runtime.project`).
+
+    Raises:
+        HistoryTrimmedError: the log no longer starts at its first event.
+    """
+    if events and events[0].seq != 1:
+        raise HistoryTrimmedError(
+            f"run {run_id}: events before seq {events[0].seq} were trimmed; a projection "
+            "needs the whole log",
+            run_id=run_id,
+            first_seq=events[0].seq,
+        )
+    state = initial
+    for event in events:
+        state = reducer(state, event)
+    return state

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
 
@@ -16,7 +16,14 @@ from looms_runtime._effects.launch import EffectRunner
 from looms_runtime._engine import Engine, EngineConfig
 from looms_runtime._maintenance import Maintenance, Retention
 from looms_runtime._planner import InboxItem
-from looms_runtime._queries import events_of, inspect, read_statuses, state_at, summaries
+from looms_runtime._queries import (
+    events_of,
+    inspect,
+    project,
+    read_statuses,
+    state_at,
+    summaries,
+)
 from looms_runtime._recovery import resume
 from looms_runtime._registry import FlowRegistry
 from looms_runtime._requests import cancel_item, deliver_request, retry_item, signal_item
@@ -40,6 +47,7 @@ from looms_runtime.records import (
 )
 
 log = structlog.get_logger()
+S = TypeVar("S")
 
 
 class Runtime:
@@ -293,6 +301,15 @@ class Runtime:
             HistoryTrimmedError: `seq` lies before the kept snapshot of a trimmed log.
         """
         return state_at(self._db, run_id, seq)
+
+    def project(self, run_id: str, reducer: Callable[[S, Event], S], initial: S) -> S:
+        """Fold a run's events through `reducer`, oldest first (a read model of the log).
+
+        Raises:
+            RunNotFoundError: no run has that id.
+            HistoryTrimmedError: the log was trimmed; a projection needs all of it.
+        """
+        return project(self.get_events(run_id), run_id, reducer, initial)
 
     def cancel(
         self,

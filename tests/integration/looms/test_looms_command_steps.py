@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from looms_runtime import Runtime, StartRequest
+from looms_runtime import Event, Runtime, StartRequest
 from tests.contract.looms.fixtures import MakeRuntime
 
 
@@ -172,3 +172,25 @@ def test_a_large_input_reaches_the_command_on_stdin_only(make_runtime: MakeRunti
 
     assert runtime.wait_settled(run_id, 20).status == "completed"
     assert outcome(runtime, run_id, "big")["output"]["stdout"] == "200002 False\n"
+
+
+def test_projection_folds_the_whole_log_in_order(make_runtime: MakeRuntime) -> None:
+    runtime = make_runtime()
+    runtime.start()
+    run_id = run_steps(runtime, command("a", ["true"]), command("b", ["true"]))
+    assert runtime.wait_settled(run_id, 20).status == "completed"
+
+    def steps_done(done: list[str], event: Event) -> list[str]:
+        if event.type == "effect_succeeded":
+            return [*done, event.payload["effect_id"]]
+        return done
+
+    def seqs(seen: list[int], event: Event) -> list[int]:
+        return [*seen, event.seq]
+
+    no_steps: list[str] = []
+    no_seqs: list[int] = []
+    assert runtime.project(run_id, steps_done, no_steps) == ["a", "b"]
+    assert runtime.project(run_id, seqs, no_seqs) == list(
+        range(1, len(runtime.get_events(run_id)) + 1)
+    )
