@@ -104,6 +104,7 @@ class Daemon:
         self._owner = owner_id(settings.host)
         self._reload = threading.Event()
         self._stop = threading.Event()
+        self._scheduler_ref: Scheduler | None = None
         self._events = threading.Event()
 
     def run(self) -> int:
@@ -122,6 +123,7 @@ class Daemon:
                 return 0
             backend.runtime.start()
             scheduler = self._scheduler(backend)
+            self._scheduler_ref = scheduler
             self._serve_metrics(scheduler.metrics)
             worker = threading.Thread(target=scheduler.run, name="scheduler")
             worker.start()
@@ -235,9 +237,16 @@ class Daemon:
             self._reload.set()
             self._events.set()
 
+        def nudge(signum: int, _frame: FrameType | None) -> None:
+            # `triggers fire` / `backfill` on this host: launch what they claimed now,
+            # not at the next poll.
+            if self._scheduler_ref is not None:
+                self._scheduler_ref.pending.want()
+
         signal.signal(signal.SIGTERM, stop)
         signal.signal(signal.SIGINT, stop)
         signal.signal(signal.SIGHUP, reload)
+        signal.signal(signal.SIGUSR1, nudge)
 
     def _serve_metrics(self, metrics: Metrics) -> None:
         address = self._settings.metrics_address

@@ -6,9 +6,12 @@ these, and renders the result. Nothing here reads the environment or settings.
 
 from __future__ import annotations
 
+import os
+import signal
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -354,3 +357,35 @@ def find_spec(declarations: Declarations, trigger_id: str) -> TriggerSpec:
 
 def specs_of(views: Sequence[TriggerView]) -> list[TriggerSpec]:
     return [view.trigger.spec for view in views]
+
+
+def nudge_local_daemons(store: TriggerStore, *, host: str, now: datetime) -> int:
+    """Wake the daemons of this host (SIGUSR1) so they launch operator claims at once.
+
+    Only daemons that ticked in the last ten seconds, and whose process is still a
+    `triggers` process, are signalled: a stale heartbeat's pid may belong to
+    something else by now. Daemons on other hosts launch at their next poll.
+    Returns how many were woken."""
+    woken = 0
+    for beat in store.heartbeats():
+        if beat.host != host or beat.stopped_at is not None:
+            continue
+        if now - beat.last_tick_at > _NUDGE_FRESHNESS or not _is_triggers_process(beat.pid):
+            continue
+        try:
+            os.kill(beat.pid, signal.SIGUSR1)
+        except OSError:
+            continue
+        woken += 1
+    return woken
+
+
+_NUDGE_FRESHNESS = timedelta(seconds=10)
+
+
+def _is_triggers_process(pid: int) -> bool:
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    return b"triggers" in command and b"run" in command

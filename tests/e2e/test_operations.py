@@ -102,3 +102,24 @@ def test_unreachable_database_exits_75_and_bad_settings_exit_78(cli: Cli) -> Non
     bad = cli.run("list", check=False)
     assert bad.returncode == 78
     assert "TRIGGERS_POLL_INTERVAL" in bad.stderr
+
+
+def test_fire_wakes_the_daemon_on_this_host_instead_of_waiting_for_its_poll(
+    cli: Cli, tmp_path: Path
+) -> None:
+    config = tmp_path / "t.yaml"
+    config.write_text(FIRST)
+    cli.env["TRIGGERS_POLL_INTERVAL"] = "10m"  # a poll would come far too late
+    daemon = cli.daemon(config, tmp_path / "d.log")
+    try:
+        wait_for(lambda: _ids(cli) == ["first"], timeout=30, what="the declarations")
+        wait_for(lambda: cli.json("status")["daemons"], timeout=30, what="a heartbeat")
+        assert cli.json("fire", "first", "--key", "now")["action"] == "fire"
+        [row] = wait_for(
+            lambda: [r for r in cli.json("history", "first") if r["outcome"] == "completed"],
+            timeout=20,
+            what="the manual fire to run",
+        )
+        assert row["manual_key"] == "now"
+    finally:
+        assert stop(daemon) == 0

@@ -276,7 +276,7 @@ def fire(
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Fire one occurrence now (manual); the daemon launches it at its next poll."""
+    """Fire one occurrence now (manual); a daemon on this host launches it at once."""
     with errors(as_json), open_store() as store:
         settings = current_settings()
         policy = _overlap(overlap) if overlap else None
@@ -289,6 +289,7 @@ def fire(
             owner=f"cli:{settings.host}:{os.getpid()}",
             host=settings.host,
         )
+        services.nudge_local_daemons(store, host=settings.host, now=clock.now())
         summary = services.claim_summary(claim) | {"occurrence": iso(claim.occurrence_at)}
         if as_json:
             emit(summary)
@@ -329,6 +330,7 @@ def backfill(
             owner=f"cli:{settings.host}:{os.getpid()}",
             host=settings.host,
         )
+        services.nudge_local_daemons(store, host=settings.host, now=clock.now())
         items = [
             {
                 "occurrence": iso(item.occurrence_at),
