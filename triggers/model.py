@@ -52,19 +52,6 @@ class Outcome(enum.StrEnum):
     MISSED = "missed"
 
 
-SETTLED_OUTCOMES = frozenset(
-    {
-        Outcome.COMPLETED,
-        Outcome.FAILED,
-        Outcome.CANCELLED,
-        Outcome.SUPERSEDED,
-        Outcome.SKIPPED,
-        Outcome.MISSED,
-    }
-)
-ACTIVE_OUTCOMES = frozenset({Outcome.LAUNCHING, Outcome.LAUNCHED})
-
-
 class Reason(enum.StrEnum):
     """Why an occurrence did not launch."""
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -353,10 +353,6 @@ def find_spec(declarations: Declarations, trigger_id: str) -> TriggerSpec:
         + (f"; known: {known}" if known else ""),
         trigger_id=trigger_id,
     )
-
-
-def specs_of(views: Sequence[TriggerView]) -> list[TriggerSpec]:
-    return [view.trigger.spec for view in views]
 
 
 def nudge_local_daemons(store: TriggerStore, *, host: str, now: datetime) -> int:

@@ -97,10 +97,6 @@ class Monitor:
             self._reported[run_id] = status
             self._wake.notify_all()
 
-    def watched(self) -> int:
-        with self._wake:
-            return len(self._watched)
-
     def check_now(self) -> None:
         """Record what was reported and inspect every watched run (tests and recovery)."""
         settled = self._collect_reported()
