@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import threading
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -21,7 +23,9 @@ from triggers.errors import (
     WatermarkMovedError,
 )
 from triggers.model import Action, Outcome, Overlap, Reason, Trigger
+from triggers.store._ranges import record_range
 from triggers.store.protocol import (
+    ApplyResult,
     Claim,
     ClaimRequest,
     Heartbeat,
@@ -350,6 +354,208 @@ def test_prune_deletes_only_old_settled_rows(store: SqlTriggerStore) -> None:
     assert store.prune(older_than=T0 + timedelta(days=40)) == 1
     [left] = store.history(HistoryQuery())
     assert left.outcome is Outcome.LAUNCHING
+
+
+def _quiet(
+    store: SqlTriggerStore, trigger_id: str, first: int, last: int, after: int, revision: int = 1
+) -> None:
+    [error] = store.record_ranges(
+        [
+            RangeRecord(
+                trigger_id=trigger_id,
+                expected_revision=revision,
+                after=T0 + timedelta(minutes=after),
+                first_at=T0 + timedelta(minutes=first),
+                last_at=T0 + timedelta(minutes=last),
+                count=last - first + 1,
+                outcome=Outcome.SKIPPED,
+                reason=Reason.PAUSED,
+            )
+        ],
+        now=T0 + timedelta(minutes=last),
+    )
+    assert error is None
+
+
+def _ranges(store: SqlTriggerStore, trigger_id: str) -> list[tuple[int, int, int]]:
+    """(first minute, last minute, count) per row, oldest first."""
+    rows = store.history(HistoryQuery(trigger_id=trigger_id, limit=1000))
+    return [
+        (
+            int((r.occurrence_at - T0).total_seconds() // 60),
+            int(((r.last_occurrence_at or r.occurrence_at) - T0).total_seconds() // 60),
+            r.count,
+        )
+        for r in reversed(rows)
+    ]
+
+
+def test_a_range_never_extends_a_row_of_another_trigger(store: SqlTriggerStore) -> None:
+    store.apply([spec("a"), spec("b")], now=T0)
+    _quiet(store, "a", 1, 2, 0)  # a's open range row, the newest row of the ledger
+    assert store.prune(older_than=T0 + timedelta(days=40)) == 1
+    _quiet(store, "b", 1, 3, 0)  # SQLite may hand the pruned row's id to this one
+    _quiet(store, "a", 4, 5, 2)
+    assert _ranges(store, "b") == [(1, 3, 3)]
+    assert _ranges(store, "a") == [(4, 5, 2)]
+
+
+def test_a_range_row_does_not_span_a_retirement_or_an_edit(store: SqlTriggerStore) -> None:
+    store.apply([spec("a")], now=T0)
+    store.set_paused("a", paused=True, note=None, now=T0)
+    _quiet(store, "a", 1, 2, 0)
+    store.apply([], now=T0 + timedelta(minutes=3))  # retired: its occurrences go unrecorded
+    store.apply([spec("a")], now=T0 + timedelta(minutes=10))  # revived, owing nothing
+    _quiet(store, "a", 11, 12, 10)
+    store.apply([spec("a", every=timedelta(minutes=2))], now=T0 + timedelta(minutes=13))
+    _quiet(store, "a", 14, 14, 12, revision=2)
+    assert _ranges(store, "a") == [(1, 2, 2), (11, 12, 2), (14, 14, 1)]
+
+
+def _blocked(database: Database, count: int = 1) -> None:
+    """Wait until `count` transactions of the database wait for a lock."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        with database.engine.connect() as conn:
+            waiting = conn.execute(
+                sa.text(
+                    "SELECT count(*) FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND wait_event_type = 'Lock'"
+                )
+            ).scalar_one()
+        if waiting >= count:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"fewer than {count} transactions wait for a lock")
+
+
+def _in_thread(action: Any) -> tuple[threading.Thread, list[Any]]:
+    outcome: list[Any] = []
+
+    def run() -> None:
+        try:
+            outcome.append(action())
+        except Exception as exc:  # noqa: BLE001 (asserted by the caller)
+            outcome.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, outcome
+
+
+def _needs_concurrent_writers(database: Database) -> None:
+    if database.is_sqlite:
+        pytest.skip("SQLite writers take turns: the race needs concurrent transactions")
+
+
+def test_prune_spares_a_range_row_extended_while_it_was_deleting(
+    store: SqlTriggerStore, database: Database
+) -> None:
+    _needs_concurrent_writers(database)
+    store.apply([spec("a")], now=T0)
+    _quiet(store, "a", 1, 2, 0)
+    later = T0 + timedelta(days=40)
+    extension = RangeRecord(
+        trigger_id="a",
+        expected_revision=1,
+        after=T0 + timedelta(minutes=2),
+        first_at=T0 + timedelta(minutes=3),
+        last_at=T0 + timedelta(minutes=4),
+        count=2,
+        outcome=Outcome.SKIPPED,
+        reason=Reason.PAUSED,
+    )
+    with database.engine.connect() as other, other.begin():
+        # Another daemon extends the row (its settled_at is now fresh) and has not
+        # committed yet when this one prunes.
+        assert record_range(other, extension, later) is None
+        thread, pruned = _in_thread(lambda: store.prune(older_than=later - timedelta(days=30)))
+        _blocked(database)
+    thread.join()
+    assert pruned == [0]
+    assert _ranges(store, "a") == [(1, 4, 4)]
+
+
+def test_pending_pass_locks_trigger_rows_in_id_order(
+    store: SqlTriggerStore, database: Database
+) -> None:
+    _needs_concurrent_writers(database)
+    store.apply([spec("a", overlap=Overlap.BUFFER_ALL), spec("z")], now=T0)
+    launch(store, claim(store, "a", 1), "run-1")
+    assert claim(store, "a", 2).action is Action.BUFFER  # a: a buffer to resolve
+    claim(store, "z", 1)  # z: a reservation whose lease expires at minute 6
+    with database.engine.connect() as other, other.begin():
+        other.exec_driver_sql("SET LOCAL lock_timeout = '5s'")
+        lock = "SELECT id FROM triggers WHERE id = '{}' FOR UPDATE"
+        other.exec_driver_sql(lock.format("a"))  # as a claim of a and z does
+        thread, taken = _in_thread(lambda: take(store, 10))
+        _blocked(database)
+        other.exec_driver_sql(lock.format("z"))
+    thread.join()
+    [claims] = taken
+    assert [c.trigger_id for c in claims] == ["z"]
+
+
+def test_recording_ranges_locks_trigger_rows_in_id_order(
+    store: SqlTriggerStore, database: Database
+) -> None:
+    _needs_concurrent_writers(database)
+    store.apply([spec("a"), spec("z")], now=T0)
+
+    def missed(trigger_id: str) -> RangeRecord:
+        return RangeRecord(
+            trigger_id=trigger_id,
+            expected_revision=1,
+            after=T0,
+            first_at=T0 + timedelta(minutes=1),
+            last_at=T0 + timedelta(minutes=2),
+            count=2,
+            outcome=Outcome.MISSED,
+            reason=Reason.CATCHUP_WINDOW,
+        )
+
+    with database.engine.connect() as other, other.begin():
+        other.exec_driver_sql("SET LOCAL lock_timeout = '5s'")
+        lock = "SELECT id FROM triggers WHERE id = '{}' FOR UPDATE"
+        other.exec_driver_sql(lock.format("a"))  # as a claim of a and z does
+        # A tick's ranges come in the order its triggers fell due, not by id.
+        thread, recorded = _in_thread(
+            lambda: store.record_ranges([missed("z"), missed("a")], now=T0)
+        )
+        _blocked(database)
+        other.exec_driver_sql(lock.format("z"))
+    thread.join()
+    assert recorded == [[None, None]]
+
+
+def test_concurrent_applies_give_each_declaration_its_own_revision(
+    store: SqlTriggerStore, database: Database
+) -> None:
+    _needs_concurrent_writers(database)
+    store.apply([spec("a")], now=T0)
+    url = database.url.render_as_string(hide_password=False)
+    others = [Database(url), Database(url)]
+    try:
+        with database.engine.connect() as other, other.begin():
+            other.exec_driver_sql("SELECT id FROM triggers WHERE id = 'a' FOR UPDATE")
+            runs = [
+                _in_thread(
+                    lambda db=db, v=v: SqlTriggerStore(db).apply(
+                        [spec("a", input={"v": v}), spec("new")], now=T0 + timedelta(minutes=v)
+                    )
+                )
+                for v, db in enumerate(others, start=1)
+            ]
+            _blocked(database, 2)
+        for thread, _ in runs:
+            thread.join()
+    finally:
+        for db in others:
+            db.dispose()
+    assert [type(outcome) for _, [outcome] in runs] == [ApplyResult, ApplyResult]
+    a = store.get_trigger("a")
+    assert a is not None and a.revision == 3
+    assert store.get_trigger("new") is not None
 
 
 def test_heartbeat_upserts_per_owner(store: SqlTriggerStore) -> None:
@@ -801,6 +1007,35 @@ def test_backfill_split_is_fenced_on_the_row_it_was_planned_from(store: SqlTrigg
     # Without a split, an occurrence inside a range row is already decided.
     [inside] = store.claim([request], owner="cli", host="h", now=T0, lease=LEASE)
     assert isinstance(inside, Claim) and inside.action is Action.DUPLICATE
+
+
+@pytest.mark.parametrize("change", ["edited", "retired"])
+def test_backfill_split_is_undone_when_a_carved_occurrence_is_not_claimed(
+    store: SqlTriggerStore, change: str
+) -> None:
+    store.apply([spec("a")], now=T0)
+    _missed(store, 1, 6, 0)
+    # Between the backfill's reading and its claim, the trigger changed under it.
+    later = T0 + timedelta(minutes=8)
+    store.apply([spec("a", input={"v": 2})] if change == "edited" else [], now=later)
+    split = RangeSplit(
+        trigger_id="a",
+        first_at=T0 + timedelta(minutes=1),
+        last_at=T0 + timedelta(minutes=6),
+        count=6,
+        outcome=Outcome.MISSED,
+        pieces=(_piece(1, 2), _piece(4, 6)),
+    )
+    request = ClaimRequest(
+        trigger_id="a",
+        occurrence_at=T0 + timedelta(minutes=3),
+        expected_revision=1,
+        kind="backfill",
+    )
+    with pytest.raises(LedgerChangedError):
+        store.claim([request], splits=[split], owner="cli", host="h", now=later, lease=LEASE)
+    rows = store.history(HistoryQuery(trigger_id="a"))
+    assert [(r.occurrence_at.minute, r.outcome, r.count) for r in rows] == [(1, Outcome.MISSED, 6)]
 
 
 def test_backfill_leaves_occurrences_after_the_watermark_to_the_scheduler(

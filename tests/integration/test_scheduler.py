@@ -15,7 +15,7 @@ from tests.factories import spec
 from tests.integration.harness import Harness
 from triggers import services
 from triggers.clock import utc
-from triggers.errors import RunnerError
+from triggers.errors import RunnerError, RunnerTimeoutError
 from triggers.model import CatchupPolicy, Outcome, Overlap, Reason, RunStatus
 from triggers.runner.fake import FakeRunner
 from triggers.store.schema import triggers as triggers_table
@@ -180,6 +180,28 @@ def test_disabled_trigger_occurrences_are_skipped_with_reason(harness: Harness) 
     assert harness.runner.requests == []
 
 
+def test_clock_stepped_back_keeps_polling_within_the_poll_interval(harness: Harness) -> None:
+    harness.runner.auto_complete = True
+    harness.apply([spec("h", every=timedelta(hours=1))])
+    harness.run_until(T0 + timedelta(minutes=30))
+    stepped = T0 - timedelta(minutes=30)
+    harness.clock.set(stepped)  # NTP steps the wall clock an hour back
+    fired = services.fire(
+        harness.store, "h", now=stepped, key="k", overlap=None, owner="cli", host="elsewhere"
+    )
+    # Another host, on the same stepped clock, applies a new trigger.
+    harness.store.apply(
+        [spec("h", every=timedelta(hours=1)), spec("n", every=timedelta(minutes=5))], now=stepped
+    )
+    harness.advance(timedelta(minutes=15))  # more than the poll interval (10 minutes)
+    assert harness.ledger("n") == ["11:35 completed", "11:40 completed", "11:45 completed"]
+    [row] = [r for r in harness.history("h") if r.manual_key == "k"]
+    assert row.idempotency_key == fired.idempotency_key
+    assert row.outcome is Outcome.COMPLETED
+    [beat] = harness.store.heartbeats()
+    assert stepped < beat.last_tick_at <= harness.clock.now()
+
+
 def test_failed_start_is_retried_under_the_same_key(harness: Harness) -> None:
     harness.apply([spec("flaky", every=timedelta(hours=1))])
     harness.runner.fail_starts.add("flaky:2026-03-01T13:00:00Z")
@@ -213,6 +235,46 @@ def test_start_without_answer_meets_its_deadline_and_stays_pending(database: Dat
         assert row.error is not None and "did not answer" in row.error
     finally:
         runner.release.set()
+        h.close()
+
+
+def test_retry_after_an_edit_records_the_run_the_unanswered_start_began(
+    database: Database,
+) -> None:
+    class Unanswered(FakeRunner):
+        """Starts every run, but the first answer for each key never arrives."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.answered: set[str] = set()
+
+        def start(self, requests):  # type: ignore[no-untyped-def]
+            results = super().start(requests)
+            answers = []
+            for request, result in zip(requests, results, strict=True):
+                if request.idempotency_key in self.answered:
+                    answers.append(result)
+                else:
+                    self.answered.add(request.idempotency_key)
+                    answers.append(RunnerTimeoutError("the start did not answer", timeout_s=5))
+            return answers
+
+    runner = Unanswered()
+    h = Harness(database, start=T0, runner=runner)
+    try:
+        h.apply([spec("e", every=timedelta(hours=1), input={"v": 1})])
+        h.run_until(T0 + timedelta(hours=1))
+        [run_id] = runner.active()
+        assert h.outcomes("e") == [("13:00:00", Outcome.LAUNCHING, None, 1)]
+        h.apply([spec("e", every=timedelta(hours=1), input={"v": 2})])  # edited meanwhile
+        h.advance(timedelta(seconds=10))
+        [row] = h.history("e")
+        assert (row.outcome, row.run_id) == (Outcome.LAUNCHED, run_id)
+        runner.settle(run_id, "completed")
+        h.step()
+        [row] = h.history("e")
+        assert (row.outcome, row.run_id) == (Outcome.COMPLETED, run_id)
+    finally:
         h.close()
 
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Sequence
 
-from triggers.errors import RunnerError
+from triggers.errors import RunnerError, RunnerRefusedError
 from triggers.model import RunStatus
 from triggers.runner.protocol import LaunchRequest, RunHandle, SettledCallback
 
@@ -25,6 +26,7 @@ class FakeRunner:
         self.cancelled: list[str] = []
         self._runs: dict[str, RunStatus] = {}
         self._keys: dict[str, str] = {}
+        self._identities: dict[str, tuple[str, str, str]] = {}
         self._callbacks: list[SettledCallback] = []
         self._lock = threading.Lock()
 
@@ -37,12 +39,28 @@ class FakeRunner:
                 if request.idempotency_key in self.fail_starts:
                     results.append(RunnerError(f"start of {request.idempotency_key} failed"))
                     continue
+                identity = (
+                    request.flow,
+                    request.flow_version,
+                    json.dumps(request.input, sort_keys=True),
+                )
                 existing = self._keys.get(request.idempotency_key)
                 if existing is not None:
+                    if self._identities[request.idempotency_key] != identity:
+                        # As the runtime does: the key names its run, refused for another identity.
+                        results.append(
+                            RunnerRefusedError(
+                                f"idempotency key {request.idempotency_key!r} names run "
+                                f"{existing} started with another flow or input",
+                                run_id=existing,
+                            )
+                        )
+                        continue
                     results.append(RunHandle(run_id=existing, created=False))
                     continue
                 run_id = f"run-{len(self._keys) + 1}"
                 self._keys[request.idempotency_key] = run_id
+                self._identities[request.idempotency_key] = identity
                 self._runs[run_id] = RunStatus(state="active")
                 if self.auto_complete:
                     self._runs[run_id] = RunStatus(state="completed")

@@ -59,7 +59,11 @@ class LoomsRunner:
             raise RunnerError(f"the runtime could not start runs: {exc}") from exc
         results: list[RunHandle | RunnerError] = []
         for outcome in outcomes:
-            if isinstance(outcome, StartConflictError | UnknownFlowError):
+            if isinstance(outcome, StartConflictError):
+                results.append(
+                    RunnerRefusedError(str(outcome), run_id=outcome.details.get("run_id"))
+                )
+            elif isinstance(outcome, UnknownFlowError):
                 results.append(RunnerRefusedError(str(outcome)))
             elif isinstance(outcome, LoomsError):
                 results.append(RunnerError(str(outcome)))

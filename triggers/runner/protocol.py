@@ -46,7 +46,9 @@ class Runner(Protocol):
         """Start (or find, by idempotency key) one run per request, durably.
 
         Returns when the starts are durable, not when the runs finish. Per request,
-        the handle or the error (a conflict or unknown flow is permanent)."""
+        the handle or the error (a conflict or unknown flow is permanent). A key that
+        names a run started with another flow, version or input is refused with a
+        RunnerRefusedError whose `run_id` detail names that run."""
         ...
 
     def inspect(self, run_ids: Sequence[str]) -> dict[str, RunStatus]:

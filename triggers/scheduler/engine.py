@@ -190,6 +190,7 @@ class Scheduler:
         report = TickReport()
         try:
             now = self._clock.now()
+            self._notice_clock_step_back(now)
             if self._next_poll_at is None and not self._timetable.entries:
                 self._poll(now, report)  # the first tick: nothing is known yet
             # Due occurrences first: housekeeping (heartbeat, listing, pending) waits
@@ -217,6 +218,27 @@ class Scheduler:
                 errors=report.errors,
             )
         return self._next_wake()
+
+    def _notice_clock_step_back(self, now: datetime) -> None:
+        """A wall clock stepped backwards leaves the next poll, heartbeat and prune as far
+        in the future as the step: the daemon would neither poll (operators' claims,
+        other daemons' changes) nor beat until the clock caught up. They are due now,
+        and the next listing is a full one."""
+        if (
+            self._next_poll_at is not None
+            and self._next_poll_at - now > self._options.poll_interval
+        ):
+            self._next_poll_at = now
+        if self._last_heartbeat_at is not None and self._last_heartbeat_at > now:
+            self._last_heartbeat_at = None
+        if self._last_prune_at is not None and self._last_prune_at > now:
+            self._last_prune_at = None
+        if self._listed_at is not None and self._listed_at > now:
+            self._fully_listed_at = None  # rows written since carry the stepped clock
+        self._housekept_at = min(self._housekept_at, now)
+        delay = self._options.housekeeping_delay
+        if self._housekeeping_at is not None and self._housekeeping_at - now > delay:
+            self._housekeeping_at = now
 
     def _defer_housekeeping(self, now: datetime) -> bool:
         """After a tick that launched, leave the database to those launches for a moment:

@@ -3,8 +3,10 @@
 A claim already holds its occurrence under a reservation; everything that can go
 wrong below is compensated here: a start that fails or answers too late gives
 the reservation back (the same idempotency key is retried, and the runtime
-answers with the same run); a start the runtime refuses for good is recorded
-`failed`; a launch whose reservation was taken over is left to its new owner.
+answers with the same run, or refuses it as started with the declaration of
+the time, and that run is recorded); a start the runtime refuses for good is
+recorded `failed`; a launch whose reservation was taken over is left to its new
+owner.
 """
 
 from __future__ import annotations
@@ -45,6 +47,27 @@ def launch_request(claim: Claim) -> LaunchRequest:
             "TRIGGERS_OCCURRENCE": iso(claim.occurrence_at),
         },
     )
+
+
+def _named_run(claim: Claim, error: RunnerError) -> str | None:
+    """The run the claim's key already names, when the runtime refused the start for that.
+
+    An earlier attempt whose answer was lost started it, with the declaration of the
+    time; the trigger was edited since, so the retry asks for another flow or input.
+    That run is still this occurrence's run: recording it keeps it watched and
+    counted, where recording the launch `failed` would leave it running unaccounted.
+    """
+    run_id = error.details.get("run_id")
+    if not isinstance(error, RunnerRefusedError) or not isinstance(run_id, str):
+        return None
+    log.warning(
+        "launch_found_earlier_run",
+        trigger_id=claim.trigger_id,
+        run_id=run_id,
+        key=claim.idempotency_key,
+        error=str(error),
+    )
+    return run_id
 
 
 class Launcher:
@@ -156,6 +179,8 @@ class Launcher:
         for claim, result in zip(ready, results, strict=True):
             if isinstance(result, RunHandle):
                 launches.append(Launch(claim=claim, run_id=result.run_id))
+            elif (named := _named_run(claim, result)) is not None:
+                launches.append(Launch(claim=claim, run_id=named))
             else:
                 self._compensate(claim, result, now)
         if launches:

@@ -16,7 +16,12 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from triggers.clock import to_ms
-from triggers.errors import RevisionMismatchError, StoreError, UnknownTriggerError
+from triggers.errors import (
+    LedgerChangedError,
+    RevisionMismatchError,
+    StoreError,
+    UnknownTriggerError,
+)
 from triggers.model import Action, Outcome, Overlap, Trigger, idempotency_key
 from triggers.store._decide import Counters, Decision, blocks_new_claims, decide
 from triggers.store._ranges import apply_splits, covered_by_ranges
@@ -143,8 +148,31 @@ class ClaimBatch:
                 self._advance(request)
                 self._rows.append(self._row(trigger, item))
             decided.append(item)
+        self._check_carved()
         self._write(stored)
         return self._finish(results, decided, stored)
+
+    def _check_carved(self) -> None:
+        """Refuse the batch when a split's carved occurrences were not all recorded.
+
+        A split removes its occurrences from their range row; one that the batch then
+        does not record (its trigger was edited or retired since the backfill read it)
+        would be accounted for nowhere, so the split must not commit without it.
+        """
+        for split in self._splits:
+            carved = sum(
+                1
+                for row in self._rows
+                if row["trigger_id"] == split.trigger_id
+                and row["manual_key"] == ""
+                and to_ms(split.first_at) <= row["occurrence_at"] <= to_ms(split.last_at)
+            )
+            if carved + sum(piece.count for piece in split.pieces) != split.count:
+                raise LedgerChangedError(
+                    f"the occurrences carved out of the ledger row of trigger "
+                    f"{split.trigger_id!r} at {split.first_at.isoformat()} were not all claimed",
+                    trigger_id=split.trigger_id,
+                )
 
     @staticmethod
     def _decided_before(request: ClaimRequest, trigger: Trigger) -> bool:

@@ -14,36 +14,61 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from triggers.errors import StoreError
 from triggers.model import Action, Outcome, Trigger, idempotency_key
 from triggers.store._decide import Active, BufferPlan, Waiting, resolve_buffer
-from triggers.store._shared import lock_triggers, new_reservation
+from triggers.store._shared import new_reservation
 from triggers.store.protocol import Claim
 from triggers.store.schema import fires, triggers
 
 _ACTIVE = (Outcome.LAUNCHING.value, Outcome.LAUNCHED.value)
 
 
-def take_expired(
-    conn: Connection, *, owner: str, host: str, now: datetime, lease: timedelta, limit: int
-) -> list[Claim]:
-    """Re-reserve launches whose lease expired (their daemon died, or a start failed)."""
-    is_expired = sa.and_(
-        fires.c.outcome == Outcome.LAUNCHING.value, fires.c.lease_expires_at <= now
-    )
-    expired = sa.select(fires).where(is_expired)
-    candidates = (
-        conn.execute(sa.select(fires.c.trigger_id).where(is_expired).distinct().limit(limit))
+def pending_triggers(conn: Connection, *, now: datetime, limit: int) -> tuple[list[str], list[str]]:
+    """The triggers a pending pass looks at: those with an expired reservation, and
+    those with a buffer (or a buffered count to heal).
+
+    Read before any lock is taken, so that the caller locks them all at once, in id
+    order: locking the second set after the first (or after ledger rows) could
+    deadlock against a claim on PostgreSQL."""
+    expired = (
+        conn.execute(sa.select(fires.c.trigger_id).where(_is_expired(now)).distinct().limit(limit))
         .scalars()
         .all()
     )
+    buffered = sa.select(fires.c.trigger_id).where(fires.c.outcome == Outcome.BUFFERED.value)
+    with_rows = set(conn.execute(buffered.distinct()).scalars())
+    counted = set(
+        conn.execute(sa.select(triggers.c.id).where(triggers.c.buffered_count != 0)).scalars()
+    )
+    return sorted(expired), sorted(with_rows | counted)
+
+
+def _is_expired(now: datetime) -> sa.ColumnElement[bool]:
+    return sa.and_(fires.c.outcome == Outcome.LAUNCHING.value, fires.c.lease_expires_at <= now)
+
+
+def take_expired(
+    conn: Connection,
+    candidates: Sequence[str],
+    stored: Mapping[str, Trigger | StoreError],
+    *,
+    owner: str,
+    host: str,
+    now: datetime,
+    lease: timedelta,
+    limit: int,
+) -> list[Claim]:
+    """Re-reserve launches whose lease expired (their daemon died, or a start failed).
+
+    `candidates` are triggers `stored` holds locked (see `pending_triggers`); the
+    reservation fence below does the rest."""
     if not candidates:
         return []
-    # Trigger rows before ledger rows, as on every write path, so that this cannot
-    # deadlock against a claim on PostgreSQL; the reservation fence below does the rest.
-    stored = lock_triggers(conn, sorted(candidates))
     rows = (
         conn.execute(
-            expired.where(fires.c.trigger_id.in_(candidates))
+            sa.select(fires)
+            .where(_is_expired(now), fires.c.trigger_id.in_(candidates))
             .order_by(fires.c.occurrence_at)
             .limit(limit)
             .with_for_update(skip_locked=True)
@@ -70,22 +95,24 @@ def take_expired(
 
 
 def promote_buffered(
-    conn: Connection, *, owner: str, host: str, now: datetime, lease: timedelta
+    conn: Connection,
+    candidates: Sequence[str],
+    stored: Mapping[str, Trigger | StoreError],
+    *,
+    owner: str,
+    host: str,
+    now: datetime,
+    lease: timedelta,
 ) -> list[Claim]:
-    """Resolve the buffer of every trigger that has one, under its current policy.
+    """Resolve the buffer of every candidate trigger, under its current policy.
 
+    `candidates` are triggers `stored` holds locked (see `pending_triggers`).
     Launches come back as claims (fire, or supersede of the active run); the
     occurrences the policy drops are settled in the ledger with their reason.
     """
-    buffered = sa.select(fires.c.trigger_id).where(fires.c.outcome == Outcome.BUFFERED.value)
-    with_rows = set(conn.execute(buffered.distinct()).scalars())
-    counted = set(
-        conn.execute(sa.select(triggers.c.id).where(triggers.c.buffered_count != 0)).scalars()
-    )
-    if not with_rows and not counted:
-        return []
     claims: list[Claim] = []
-    for trigger in lock_triggers(conn, sorted(with_rows | counted)).values():
+    for trigger_id in candidates:
+        trigger = stored.get(trigger_id)
         if not isinstance(trigger, Trigger):
             continue
         claims += _resolve_one(conn, trigger, owner=owner, host=host, now=now, lease=lease)

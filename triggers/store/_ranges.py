@@ -148,6 +148,8 @@ def record_range(conn: Connection, item: RangeRecord, now: datetime) -> Triggers
                 fires.update()
                 .where(
                     fires.c.id == open_id,
+                    # The row may have been pruned, and on SQLite its id given to another.
+                    fires.c.trigger_id == item.trigger_id,
                     fires.c.outcome == item.outcome.value,
                     fires.c.reason == item.reason.value,
                     sa.func.coalesce(fires.c.last_occurrence_at, fires.c.occurrence_at)

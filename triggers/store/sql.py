@@ -31,10 +31,16 @@ from triggers.errors import (
 from triggers.model import FireRecord, Outcome, Trigger, TriggerSpec
 from triggers.store import _rows
 from triggers.store._claims import ClaimBatch
-from triggers.store._pending import promote_buffered, take_expired
+from triggers.store._pending import pending_triggers, promote_buffered, take_expired
 from triggers.store._ranges import record_range
 from triggers.store._settle import settle
-from triggers.store._shared import adjust_active, fire_key, read_triggers, select_triggers
+from triggers.store._shared import (
+    adjust_active,
+    fire_key,
+    lock_triggers,
+    read_triggers,
+    select_triggers,
+)
 from triggers.store.protocol import (
     ActiveRun,
     ApplyResult,
@@ -51,6 +57,7 @@ from triggers.store.protocol import (
 from triggers.store.schema import fires, heartbeats, meta, triggers
 
 _APPLIED_DIGEST = "applied_declarations_digest"
+_APPLY_LOCK = 0x7472_6967_6170  # the advisory lock of `apply` on PostgreSQL
 
 
 def _set_meta(conn: Connection, key: str, value: str, now: datetime) -> None:
@@ -74,6 +81,11 @@ class SqlTriggerStore:
     ) -> ApplyResult:
         result = ApplyResult()
         with self._write() as conn:
+            if conn.dialect.name == "postgresql":
+                # Applies take turns: two computing a revision from the same row would
+                # give two declarations one revision (which fences claims), and two
+                # creating a trigger would collide on its id.
+                conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_APPLY_LOCK)))
             stored = {
                 row.id: row
                 for row in conn.execute(
@@ -84,6 +96,9 @@ class SqlTriggerStore:
                         triggers.c.retired,
                         triggers.c.watermark_at,
                     )
+                    # In id order, as every write path locks them.
+                    .order_by(triggers.c.id)
+                    .with_for_update()
                 )
             }
             declared = set()
@@ -137,6 +152,9 @@ class SqlTriggerStore:
             "declaration": declaration,
             "enabled": spec.enabled,
             "retired": False,
+            # A range row stays under one declaration and never spans unrecorded time
+            # (a retirement), or a backfill could no longer carve from it.
+            "open_range_id": None,
             "updated_at": now,
         }
         if row.digest != digest:
@@ -209,6 +227,9 @@ class SqlTriggerStore:
         self, ranges: Sequence[RangeRecord], *, now: datetime
     ) -> list[TriggersError | None]:
         with self._write() as conn:
+            # All at once, in id order: one at a time, in the caller's order, could
+            # deadlock against a claim on PostgreSQL.
+            lock_triggers(conn, sorted({item.trigger_id for item in ranges}))
             return [record_range(conn, item, now) for item in ranges]
 
     def record_launched(
@@ -301,8 +322,14 @@ class SqlTriggerStore:
         self, *, owner: str, host: str, now: datetime, lease: timedelta, limit: int = 500
     ) -> list[Claim]:
         with self._write() as conn:
-            claims = take_expired(conn, owner=owner, host=host, now=now, lease=lease, limit=limit)
-            claims += promote_buffered(conn, owner=owner, host=host, now=now, lease=lease)
+            expired, buffered = pending_triggers(conn, now=now, limit=limit)
+            stored = lock_triggers(conn, sorted({*expired, *buffered}))
+            claims = take_expired(
+                conn, expired, stored, owner=owner, host=host, now=now, lease=lease, limit=limit
+            )
+            claims += promote_buffered(
+                conn, buffered, stored, owner=owner, host=host, now=now, lease=lease
+            )
         return claims
 
     def record_settled(
@@ -403,14 +430,14 @@ class SqlTriggerStore:
                 Outcome.MISSED,
             )
         ]
-        doomed = (
-            sa.select(fires.c.id)
-            .where(fires.c.outcome.in_(settled), fires.c.settled_at < older_than)
-            .limit(limit)
-            .scalar_subquery()
-        )
+        is_doomed = (fires.c.outcome.in_(settled), fires.c.settled_at < older_than)
+        doomed = sa.select(fires.c.id).where(*is_doomed).limit(limit).scalar_subquery()
+        # Checked again on the deleted row itself: on PostgreSQL, a row that another
+        # transaction changed meanwhile (a range extended) is re-read, but only the
+        # conditions of the DELETE's own table are checked against its new version.
+        statement = fires.delete().where(fires.c.id.in_(doomed), *is_doomed)
         with self._write() as conn:
-            return int(conn.execute(fires.delete().where(fires.c.id.in_(doomed))).rowcount)
+            return int(conn.execute(statement).rowcount)
 
     def counts(self) -> dict[str, int]:
         """Ledger rows by outcome (for `status`)."""
