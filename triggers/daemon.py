@@ -219,6 +219,13 @@ class Daemon:
             if initial:
                 raise
             return
+        except Exception:
+            # A reload must never take a running daemon down: the last good
+            # declarations stay in force, and the next SIGHUP tries again.
+            if initial:
+                raise
+            log.exception("declarations_not_applied", config=str(path))
+            return
         log.info(
             "declarations_applied",
             config=str(path),

@@ -299,6 +299,7 @@ class SqlTriggerStore:
 
     def fail_launch(self, claim: Claim, *, error: str, now: datetime) -> None:
         with self._write() as conn:
+            lock_triggers(conn, [claim.trigger_id])  # trigger rows first, as everywhere
             updated = conn.execute(
                 fires.update()
                 .where(
