@@ -445,7 +445,13 @@ def status(as_json: JsonOpt = False) -> None:
             )
             age = format_duration(timedelta(seconds=int(daemon["last_tick_age_s"])))
             sys.stdout.write(f"daemon {daemon['owner']}: {state}, last tick {age} ago\n")
-        sys.stdout.write(f"triggers: {document['triggers']}\nfires: {counts}\n")
+        shown = document["triggers"]
+        sys.stdout.write(
+            f"triggers: {shown['total']} ({shown['enabled']} enabled, {shown['paused']} paused, "
+            f"{shown['retired']} retired)\n"
+        )
+        ledger = ", ".join(f"{outcome} {count}" for outcome, count in sorted(counts.items()))
+        sys.stdout.write(f"ledger: {ledger or 'empty'}\n")
 
 
 @db_app.command("upgrade")

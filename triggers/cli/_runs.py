@@ -103,8 +103,8 @@ def show(run_id: RunArg, as_json: JsonOpt = False) -> None:
         sys.stdout.write(
             f"run {info.run_id}\n  flow {info.flow} (version {info.version})\n"
             f"  state {info.state} ({info.status}); steps completed {info.completed_steps}\n"
-            f"  key {info.idempotency_key}\n  owner {info.owner}\n"
-            f"  created {opt_iso(info.created_at)}; settled {opt_iso(info.settled_at)}\n"
+            f"  key {info.idempotency_key}\n  owner {info.owner or '-'}\n"
+            f"  created {opt_iso(info.created_at)}; settled {opt_iso(info.settled_at) or '-'}\n"
         )
         if info.park_reason:
             sys.stdout.write(f"  parked: {info.park_reason}\n")
