@@ -54,13 +54,15 @@ class Committer:
         """Queue a job; the future gets its result once the transaction holding it commits.
 
         Without a running committer thread (a runtime that was never started), the job
-        is committed on the caller's thread instead.
+        is committed on the caller's thread instead; so is a start, which already is a
+        batch and is on a scheduler's launch path: handing it to the committer thread
+        and back cost a thread switch each way.
         """
         future: Future[Any] = Future()
         with self._cond:
             if self._stopping:
                 raise RuntimeClosedError("the runtime is closed")
-            if self._thread is not None:
+            if self._thread is not None and not isinstance(job, StartJob):
                 self._queue.append((job, future))
                 self._cond.notify()
                 return future

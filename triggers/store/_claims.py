@@ -283,9 +283,17 @@ class ClaimBatch:
         }
 
     def _existing(self) -> tuple[set[tuple[str, datetime, str]], set[str]]:
+        # A scheduled occurrence after the watermark has no ledger row yet: every row at
+        # or before it moved the watermark past it (claims, ranges), and manual and
+        # backfill rows sit at or before it or under their own key. So only operator
+        # requests are looked up; scheduled ones are fenced by the watermark (and, as
+        # a last resort, by the unique index).
         by_trigger: dict[str, list[datetime]] = {}
         for request in self._requests:
-            by_trigger.setdefault(request.trigger_id, []).append(request.occurrence_at)
+            if request.kind != "scheduled":
+                by_trigger.setdefault(request.trigger_id, []).append(request.occurrence_at)
+        if not by_trigger:
+            return set(), set()
         earliest = min(min(times) for times in by_trigger.values())
         latest = max(max(times) for times in by_trigger.values())
         found: set[tuple[str, datetime, str]] = set()
