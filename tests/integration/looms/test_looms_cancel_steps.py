@@ -8,7 +8,7 @@ returns afterwards is recorded as `effect_outcome_late`, changing nothing.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -18,6 +18,7 @@ import pytest
 from looms_runtime import Runtime, StartRequest, StepContext
 from looms_runtime.flow import FlowContext
 from tests.contract.looms.fixtures import MakeRuntime
+from tests.integration.looms.support import wait_for
 
 HERE = __name__
 STARTED = threading.Event()
@@ -103,15 +104,6 @@ def start_flow(runtime: Runtime, function: str) -> str:
 
 def events(runtime: Runtime, run_id: str) -> list[tuple[str, dict[str, Any]]]:
     return [(e.type, dict(e.payload)) for e in runtime.get_events(run_id)]
-
-
-def wait_for(check: Callable[[], bool], timeout: float = 20.0) -> None:
-    pause = threading.Event()
-    for _ in range(int(timeout / 0.01)):
-        if check():
-            return
-        pause.wait(0.01)
-    raise AssertionError("condition not reached in time")
 
 
 def test_cancel_closes_an_http_request_in_flight(runtime: Runtime, hanging_server: str) -> None:

@@ -12,8 +12,7 @@ import os
 import signal
 import subprocess
 import sys
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import timedelta
 from functools import partial
 from pathlib import Path
@@ -23,6 +22,7 @@ import pytest
 
 from looms_runtime import Database, Runtime
 from tests.contract.looms.fixtures import MakeRuntime
+from tests.integration.looms.support import in_middle_step, lines, wait_for
 
 CHILD = """
 import sys, threading
@@ -68,23 +68,6 @@ def flow(log: Path, *, idempotent: bool) -> dict[str, Any]:
     }
 
 
-def lines(path: Path) -> list[str]:
-    return path.read_text().splitlines() if path.exists() else []
-
-
-def started_middle(log: Path) -> bool:
-    return any(line.startswith("b:1 start") for line in lines(log))
-
-
-def wait_for(check: Callable[[], bool], timeout: float = 20.0) -> None:
-    pause = threading.Event()
-    for _ in range(int(timeout / 0.02)):
-        if check():
-            return
-        pause.wait(0.02)
-    raise AssertionError("condition not reached in time")
-
-
 @pytest.fixture
 def crashed(looms_db_url: str, tmp_path: Path) -> Iterator[dict[str, Path]]:
     """Two runs left in flight in step `b` by a runtime process killed with SIGKILL."""
@@ -97,7 +80,7 @@ def crashed(looms_db_url: str, tmp_path: Path) -> Iterator[dict[str, Path]]:
     orphans: list[int] = []
     try:
         for log in logs.values():
-            wait_for(partial(started_middle, log))
+            wait_for(partial(in_middle_step, log))
         child.kill()
         child.wait()
         for log in logs.values():

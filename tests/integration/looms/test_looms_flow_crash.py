@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import timedelta
 from functools import partial
 from pathlib import Path
@@ -21,6 +20,7 @@ import pytest
 
 from looms_runtime import Runtime
 from tests.contract.looms.fixtures import MakeRuntime
+from tests.integration.looms.support import in_middle_step, lines, wait_for
 
 CHILD = """
 import sys, threading
@@ -36,23 +36,6 @@ for key, (log, idempotent) in logs.items():
     runtime.start_run(StartRequest(flow="three", version=version, idempotency_key=key, input=data))
 threading.Event().wait()
 """
-
-
-def lines(path: Path) -> list[str]:
-    return path.read_text().splitlines() if path.exists() else []
-
-
-def in_middle_step(log: Path) -> bool:
-    return any(line.startswith("b:1 start") for line in lines(log))
-
-
-def wait_for(check: Callable[[], bool], timeout: float = 30.0) -> None:
-    pause = threading.Event()
-    for _ in range(int(timeout / 0.02)):
-        if check():
-            return
-        pause.wait(0.02)
-    raise AssertionError("condition not reached in time")
 
 
 @pytest.fixture

@@ -9,8 +9,6 @@
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -156,15 +154,6 @@ SIGNALS = {
     "kind": "steps",
     "steps": [{"id": f"w{i}", "type": "wait_signal", "signal": "go"} for i in range(3)],
 }
-
-
-def wait_for(check: Callable[[], bool], timeout: float = 20.0) -> None:
-    pause = threading.Event()
-    for _ in range(int(timeout / 0.01)):
-        if check():
-            return
-        pause.wait(0.01)
-    raise AssertionError("condition not reached in time")
 
 
 @PROPERTY

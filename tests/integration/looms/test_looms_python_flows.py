@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +10,7 @@ import pytest
 from looms_runtime import Runtime, StartRequest, StepContext
 from looms_runtime.flow import FlowContext, NonRetryableError, Retry, StepFailedError
 from tests.contract.looms.fixtures import MakeRuntime
+from tests.integration.looms.support import wait_for
 
 HERE = __name__
 CALLS: list[str] = []
@@ -116,15 +115,6 @@ def start(runtime: Runtime, function: str, data: Any = None, **definition: Any) 
     )
     request = StartRequest(flow=function, version=version, input=data, idempotency_key=function)
     return runtime.start_run(request).run_id
-
-
-def wait_for(check: Callable[[], bool], timeout: float = 20.0) -> None:
-    pause = threading.Event()
-    for _ in range(int(timeout / 0.01)):
-        if check():
-            return
-        pause.wait(0.01)
-    raise AssertionError("condition not reached in time")
 
 
 def event_types(runtime: Runtime, run_id: str) -> list[str]:

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -23,6 +22,7 @@ from looms_runtime import (
 from looms_runtime.schema import events, runs
 from looms_runtime.testing import ManualClock
 from tests.contract.looms.fixtures import MakeRuntime
+from tests.integration.looms.support import wait_for
 
 CALLS = {
     "kind": "steps",
@@ -36,15 +36,6 @@ GATE = {
     ],
 }
 EMPTY = {"kind": "steps", "steps": []}
-
-
-def wait_for(check: Callable[[], bool], timeout: float = 20.0) -> None:
-    pause = threading.Event()
-    for _ in range(int(timeout / 0.02)):
-        if check():
-            return
-        pause.wait(0.02)
-    raise AssertionError("condition not reached in time")
 
 
 def start(runtime: Runtime, name: str, definition: Mapping[str, Any], key: str) -> RunHandle:

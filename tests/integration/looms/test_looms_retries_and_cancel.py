@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -14,6 +13,7 @@ import pytest
 from looms_runtime import RunInfo, Runtime, StartRequest
 from looms_runtime.testing import ManualClock
 from tests.contract.looms.fixtures import MakeRuntime
+from tests.integration.looms.support import wait_for
 
 FAIL_UNTIL_THIRD = "import os, sys; sys.exit(0 if os.environ['LOOMS_ATTEMPT'] == '3' else 7)"
 
@@ -42,15 +42,6 @@ def command(step_id: str, argv: list[str], **fields: Any) -> dict[str, Any]:
 def start(runtime: Runtime, *steps: dict[str, Any]) -> str:
     version = runtime.register_flow("flow", {"kind": "steps", "steps": list(steps)})
     return runtime.start_run(StartRequest(flow="flow", version=version, idempotency_key="k")).run_id
-
-
-def wait_for(check: Callable[[], bool], timeout: float = 20.0) -> None:
-    pause = threading.Event()
-    for _ in range(int(timeout / 0.02)):
-        if check():
-            return
-        pause.wait(0.02)
-    raise AssertionError("condition not reached in time")
 
 
 def effect_status(runtime: Runtime, run_id: str) -> Callable[[], str | None]:
