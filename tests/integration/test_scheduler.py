@@ -388,3 +388,19 @@ def test_runner_error_on_inspection_keeps_run_watched(harness: Harness) -> None:
         assert h.history("i")[0].outcome is Outcome.COMPLETED
     finally:
         h.close()
+
+
+def test_many_new_triggers_are_compiled_a_batch_per_tick_and_all_fire(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from triggers.scheduler import engine
+
+    monkeypatch.setattr(engine, "_SYNC_BATCH", 2)
+    harness.runner.auto_complete = True
+    harness.apply([spec(f"t{n}", every=timedelta(minutes=1)) for n in range(5)])
+    wake = harness.scheduler.tick()
+    assert len(harness.scheduler._timetable.entries) == 2
+    assert wake == harness.clock.now()  # the rest are compiled at the next tick, at once
+    harness.advance(timedelta(minutes=1))
+    assert len(harness.scheduler._timetable.entries) == 5
+    assert sorted(r.trigger_id for r in harness.history()) == [f"t{n}" for n in range(5)]

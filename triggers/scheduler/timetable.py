@@ -62,6 +62,11 @@ class Timetable:
         self.reschedule(entry)
         return entry
 
+    def compiled(self, trigger: Trigger) -> bool:
+        """Whether `trigger` is known at its revision (syncing it compiles nothing)."""
+        entry = self.entries.get(trigger.id)
+        return entry is not None and entry.trigger.revision == trigger.revision
+
     def reschedule(self, entry: Entry, *, at: datetime | None = None) -> None:
         """Due at `at`, or at its next occurrence after the watermark (plus jitter)."""
         entry.generation += 1
