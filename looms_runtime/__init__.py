@@ -10,6 +10,8 @@ are written against `looms_runtime.flow` (see docs/runtime.md).
 from looms_runtime.db import Database
 from looms_runtime.errors import (
     CorruptHistoryError,
+    DatabaseError,
+    DatabaseUnavailableError,
     DuplicateEffectDispatchError,
     EffectNotRetryableError,
     FencedError,
@@ -28,8 +30,6 @@ from looms_runtime.errors import (
     RuntimeClosedError,
     SignalConflictError,
     StartConflictError,
-    StoreError,
-    StoreUnavailableError,
     UnknownEventTypeError,
     UnknownEventVersionError,
     UnknownFlowError,
@@ -59,6 +59,8 @@ from looms_runtime.runtime import Runtime
 __all__ = [
     "CorruptHistoryError",
     "Database",
+    "DatabaseError",
+    "DatabaseUnavailableError",
     "DuplicateEffectDispatchError",
     "EffectInfo",
     "EffectNotRetryableError",
@@ -93,8 +95,6 @@ __all__ = [
     "StartRequest",
     "StepContext",
     "StepFailedError",
-    "StoreError",
-    "StoreUnavailableError",
     "UnknownEventTypeError",
     "UnknownEventVersionError",
     "UnknownFlowError",

@@ -10,8 +10,8 @@ Class tree (codes are never renumbered or reused)::
     │   ├── DuplicateEffectDispatchError LMS-104 an attempt dispatched twice
     │   ├── MaxWakeIterationsError      LMS-105  a wake that does not converge
     │   └── NondeterminismError         LMS-106  a flow's replay asked for another call
-    ├── StoreError                      LMS-200  history and store
-    │   ├── StoreUnavailableError       LMS-201  the database failed or cannot be reached
+    ├── DatabaseError                   LMS-200  the runtime's database refused or failed
+    │   ├── DatabaseUnavailableError    LMS-201  the database failed or cannot be reached
     │   ├── FencedError                 LMS-202  an append lost its fence (sequence or lease)
     │   └── HistoryTrimmedError         LMS-203  events asked for were trimmed behind a snapshot
     ├── RegistryError                   LMS-300  flow registry
@@ -19,7 +19,7 @@ Class tree (codes are never renumbered or reused)::
     │   └── InvalidFlowError            LMS-302  a definition failed validation
     └── OperationError                  LMS-400  operations
         ├── StartConflictError          LMS-401  a key reused with another flow or input
-    │   └── KeyPurgedError              LMS-408  a key whose run was purged (a tombstone)
+        │   └── KeyPurgedError          LMS-408  a key whose run was purged (a tombstone)
         ├── RunOverloadedError          LMS-402  a run's operation queue is full
         ├── RunNotFoundError            LMS-403  no run with that id
         ├── RuntimeClosedError          LMS-404  the runtime is closed
@@ -101,26 +101,26 @@ class NondeterminismError(ReplayError):
     code = "LMS-106"
 
 
-class StoreError(LoomsError):
-    """The history store failed."""
+class DatabaseError(LoomsError):
+    """The runtime's database refused or failed an operation."""
 
     code = "LMS-200"
 
 
-class StoreUnavailableError(StoreError):
+class DatabaseUnavailableError(DatabaseError):
     """The database raised an error or cannot be reached; the write may be retried."""
 
     code = "LMS-201"
     transient = True
 
 
-class FencedError(StoreError):
+class FencedError(DatabaseError):
     """An append found another sequence or lease epoch than it expected; reload the run."""
 
     code = "LMS-202"
 
 
-class HistoryTrimmedError(StoreError):
+class HistoryTrimmedError(DatabaseError):
     """The events a request needs were trimmed behind the run's snapshot."""
 
     code = "LMS-203"

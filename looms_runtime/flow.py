@@ -34,12 +34,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
-from looms_runtime._definitions import RetryPolicy
-
-if TYPE_CHECKING:
-    from looms_runtime._flow_session import FlowSession
+from looms_runtime._history.definitions import RetryPolicy
 
 T = TypeVar("T")
 
@@ -69,6 +66,34 @@ class WaitTimeoutError(TimeoutError):
 
 class NonRetryableError(Exception):
     """Raised by a step function: this failure is final, whatever the retry policy says."""
+
+
+class FlowSession(Protocol):
+    """What a `FlowContext` asks of the engine's session that runs the flow (its replay)."""
+
+    run_id: str
+    flow_version: str | None
+
+    def step(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        *,
+        idempotent: bool,
+        retry: RetryPolicy | None,
+        non_retryable: tuple[type[BaseException], ...],
+        timeout_s: float | None,
+    ) -> Any: ...
+
+    def sleep(self, seconds: float) -> None: ...
+
+    def wait_signal(self, name: str, timeout_s: float | None) -> Any: ...
+
+    def now(self) -> datetime: ...
+
+    def new_id(self) -> str: ...
 
 
 def _seconds(value: timedelta | float) -> float:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal, TypeAlias
 
-from looms_runtime._effects.context import CancelToken
+from looms_runtime._cancel import CancelToken
 
 PublicStatus: TypeAlias = Literal["active", "completed", "failed", "cancelled", "missing"]
 """A run's status as callers see it: `active` is anything not settled."""

@@ -9,14 +9,13 @@ from typing import Any, TypeVar
 
 import structlog
 
-from looms_runtime._actors import DRIVE, REFRESH, Actors, Op
 from looms_runtime._clock import duration_ms, monotonic, to_ms, utc_now
-from looms_runtime._committer import Committer
 from looms_runtime._effects.launch import EffectRunner
-from looms_runtime._engine import Engine, EngineConfig
-from looms_runtime._maintenance import Maintenance, Retention
-from looms_runtime._planner import InboxItem
-from looms_runtime._queries import (
+from looms_runtime._engine.drive import Engine, EngineConfig
+from looms_runtime._engine.maintenance import Maintenance, Retention
+from looms_runtime._engine.recovery import resume
+from looms_runtime._history.planner import InboxItem
+from looms_runtime._operations.queries import (
     events_of,
     inspect,
     project,
@@ -24,16 +23,17 @@ from looms_runtime._queries import (
     state_at,
     summaries,
 )
-from looms_runtime._recovery import resume
-from looms_runtime._registry import FlowRegistry
-from looms_runtime._requests import cancel_item, deliver_request, retry_item, signal_item
-from looms_runtime._retention import purge_settled
-from looms_runtime._rows import driver_errors
-from looms_runtime._settle import SettleWaiters
-from looms_runtime._starts import start_batch
-from looms_runtime._store_reads import own_active_runs
-from looms_runtime._threads import ThreadPool
-from looms_runtime._timers import TimerQueue
+from looms_runtime._operations.requests import cancel_item, deliver_request, retry_item, signal_item
+from looms_runtime._operations.start import start_batch
+from looms_runtime._store.committer import Committer
+from looms_runtime._store.driver import driver_errors
+from looms_runtime._store.reads import own_active_runs
+from looms_runtime._store.registry import FlowRegistry
+from looms_runtime._store.retention import purge_settled
+from looms_runtime._workers.actors import DRIVE, REFRESH, Actors, Op
+from looms_runtime._workers.pool import ThreadPool
+from looms_runtime._workers.timers import TimerQueue
+from looms_runtime._workers.waiters import SettleWaiters
 from looms_runtime.db import Database
 from looms_runtime.errors import LoomsError, RuntimeClosedError
 from looms_runtime.records import (
@@ -164,7 +164,7 @@ class Runtime:
         re-run only when their step is idempotent), completed steps never run again.
 
         Raises:
-            StoreUnavailableError: the database cannot be reached.
+            DatabaseUnavailableError: the database cannot be reached.
         """
         self._check_open()
         if self._state == "started":
@@ -233,7 +233,7 @@ class Runtime:
             retention), `UnknownFlowError` or `InvalidRequestError`.
 
         Raises:
-            StoreUnavailableError: the batch could not be committed (none of it is).
+            DatabaseUnavailableError: the batch could not be committed (none of it is).
         """
         self._check_open()
         return start_batch(

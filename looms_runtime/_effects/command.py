@@ -16,11 +16,12 @@ import subprocess
 from dataclasses import dataclass, field
 from typing import Any
 
+from looms_runtime._cancel import CancelToken
 from looms_runtime._clock import monotonic
-from looms_runtime._definitions import CommandStep
-from looms_runtime._effects.context import CancelToken, EffectContext
+from looms_runtime._effects.context import EffectContext
 from looms_runtime._effects.output import TailBuffer
-from looms_runtime._effects.result import EffectResult
+from looms_runtime._history.definitions import CommandStep
+from looms_runtime._history.outcome import EffectResult
 
 TIMEOUT_KILL_GRACE_S = 5.0
 """After a timeout's SIGTERM, how long the command has to exit before SIGKILL."""

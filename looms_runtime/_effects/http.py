@@ -15,11 +15,12 @@ from typing import Any
 
 import httpx
 
+from looms_runtime._cancel import CancelToken
 from looms_runtime._clock import monotonic
-from looms_runtime._definitions import HttpStep
-from looms_runtime._effects.context import CancelToken, EffectContext
+from looms_runtime._effects.context import EffectContext
 from looms_runtime._effects.output import HeadBuffer
-from looms_runtime._effects.result import EffectResult
+from looms_runtime._history.definitions import HttpStep
+from looms_runtime._history.outcome import EffectResult
 
 _SUCCESS = range(200, 300)
 _CLOSE_S = 5.0

@@ -6,13 +6,14 @@ from collections.abc import Callable
 
 import structlog
 
-from looms_runtime._definitions import CommandStep, EffectStep, HttpStep, PythonStep
+from looms_runtime._cancel import CancelToken
 from looms_runtime._effects.command import run_command
-from looms_runtime._effects.context import CancelToken, EffectContext
+from looms_runtime._effects.context import EffectContext
 from looms_runtime._effects.http import HttpLoop
 from looms_runtime._effects.python import run_python
-from looms_runtime._effects.result import EffectResult
-from looms_runtime._threads import ThreadPool
+from looms_runtime._history.definitions import CommandStep, EffectStep, HttpStep, PythonStep
+from looms_runtime._history.outcome import EffectResult
+from looms_runtime._workers.pool import ThreadPool
 
 log = structlog.get_logger()
 

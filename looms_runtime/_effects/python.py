@@ -16,10 +16,11 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+from looms_runtime._cancel import CancelToken
 from looms_runtime._canonical import json_copy
-from looms_runtime._definitions import PythonStep
-from looms_runtime._effects.context import CancelToken, EffectContext
-from looms_runtime._effects.result import EffectResult
+from looms_runtime._effects.context import EffectContext
+from looms_runtime._history.definitions import PythonStep
+from looms_runtime._history.outcome import EffectResult
 from looms_runtime.errors import InvalidRequestError
 from looms_runtime.flow import NonRetryableError
 from looms_runtime.records import StepContext

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 import structlog
 import typer
 
+from looms_runtime import DatabaseUnavailableError as LoomsDatabaseUnavailableError
 from looms_runtime import (
     EffectNotRetryableError,
     InvalidRequestError,
@@ -20,7 +21,6 @@ from looms_runtime import (
     RunNotFoundError,
     SignalConflictError,
 )
-from looms_runtime import StoreUnavailableError as LoomsStoreUnavailableError
 from triggers.cli._app import options
 from triggers.clock import SystemClock, iso
 from triggers.errors import ExitCode, InvalidTimeError, TriggersError
@@ -67,7 +67,7 @@ def errors(as_json: bool) -> Iterator[None]:
 
 
 def _looms_exit_code(err: LoomsError) -> ExitCode:
-    if isinstance(err, LoomsStoreUnavailableError):
+    if isinstance(err, LoomsDatabaseUnavailableError):
         return ExitCode.TEMPORARY
     if isinstance(
         err,

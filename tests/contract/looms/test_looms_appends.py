@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from looms_runtime import Database, FencedError, StartRequest
-from looms_runtime._events import EventType, new_event
-from looms_runtime._rows import AppendJob
-from looms_runtime._store_reads import load_header, read_events
-from looms_runtime._store_writes import append_many
+from looms_runtime._history.events import EventType, new_event
+from looms_runtime._store.reads import load_header, read_events
+from looms_runtime._store.rows import AppendJob
+from looms_runtime._store.writes import append_many
 from tests.contract.looms.fixtures import MakeRuntime
 
 EMPTY = {"kind": "steps", "steps": []}

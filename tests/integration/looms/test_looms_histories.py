@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from looms_runtime._events import RecordedEvent
-from looms_runtime._fold import fold_recorded, state_from_json, state_to_json
+from looms_runtime._history.events import RecordedEvent
+from looms_runtime._history.fold import fold_recorded, state_from_json, state_to_json
 
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
 

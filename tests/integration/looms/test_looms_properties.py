@@ -16,9 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from looms_runtime import Runtime, StartRequest, StepContext
-from looms_runtime._events import RecordedEvent
-from looms_runtime._flow_session import AskFinish, FlowAsk, FlowSession
-from looms_runtime._fold import RunState, fold_recorded, state_from_json, state_to_json
+from looms_runtime._engine.flow_session import AskFinish, FlowAsk, FlowSession
+from looms_runtime._history.events import RecordedEvent
+from looms_runtime._history.fold import RunState, fold_recorded, state_from_json, state_to_json
 from looms_runtime.flow import FlowContext, Retry, StepFailedError, WaitTimeoutError
 from tests.contract.looms.fixtures import MakeRuntime
 

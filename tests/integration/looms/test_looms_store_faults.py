@@ -13,7 +13,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from looms_runtime import Database, Runtime, StartRequest, StoreError, schema
+from looms_runtime import Database, DatabaseError, Runtime, StartRequest, schema
 from looms_runtime.testing import ManualClock
 
 FLOW = {
@@ -113,7 +113,7 @@ def test_database_errors_surface_as_store_errors(tmp_path: Path) -> None:
     database = Database(f"sqlite:///{tmp_path / 'missing-tables.sqlite'}")
     runtime = Runtime(database, owner="x")
     try:
-        with pytest.raises(StoreError, match="database"):
+        with pytest.raises(DatabaseError, match="database"):
             runtime.register_flow("flow", FLOW)
     finally:
         runtime.close()
@@ -130,7 +130,7 @@ def test_a_start_whose_answer_was_lost_is_driven_when_it_is_retried(
         request = StartRequest(flow="flow", version=version, idempotency_key="k")
         flaky.lose_answer = True
         flaky.fail_on = "run_started"
-        with pytest.raises(StoreError):
+        with pytest.raises(DatabaseError):
             runtime.start_run(request)
 
         handle = runtime.start_run(request)
@@ -150,7 +150,7 @@ def test_the_sweep_drives_a_run_whose_start_answer_was_lost(flaky: FlakyDatabase
         version = runtime.register_flow("flow", FLOW)
         flaky.lose_answer = True
         flaky.fail_on = "run_started"
-        with pytest.raises(StoreError):
+        with pytest.raises(DatabaseError):
             runtime.start_run(StartRequest(flow="flow", version=version, idempotency_key="k"))
         (stranded,) = runtime.list_runs()
         assert runtime.inspect_run(stranded.run_id).last_seq == 1

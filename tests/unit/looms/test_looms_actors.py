@@ -6,8 +6,8 @@ from collections.abc import Callable
 
 import pytest
 
-from looms_runtime._actors import DRIVE, Actors, Op, Slot
-from looms_runtime._effects.result import EffectResult
+from looms_runtime._history.outcome import EffectResult
+from looms_runtime._workers.actors import DRIVE, Actors, Op, Slot
 from looms_runtime.errors import RunOverloadedError, RuntimeClosedError
 
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from looms_runtime._canonical import definition_version
-from looms_runtime._definitions import (
+from looms_runtime._history.definitions import (
     CommandStep,
     HttpStep,
     PythonFlow,

@@ -26,7 +26,7 @@ def test_every_error_has_a_unique_well_formed_code() -> None:
 def test_codes_follow_their_family_range() -> None:
     families = {
         errors.ReplayError: "LMS-1",
-        errors.StoreError: "LMS-2",
+        errors.DatabaseError: "LMS-2",
         errors.RegistryError: "LMS-3",
         errors.OperationError: "LMS-4",
     }

@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from looms_runtime._definitions import StepsFlow, parse_flow
-from looms_runtime._effects.result import EffectResult
-from looms_runtime._events import EventType, NewEvent, new_event
-from looms_runtime._fold import RunState, fold, state_from_json, state_hash, state_to_json
-from looms_runtime._planner import (
+from looms_runtime._history.definitions import StepsFlow, parse_flow
+from looms_runtime._history.events import EventType, NewEvent, new_event
+from looms_runtime._history.fold import RunState, fold, state_from_json, state_hash, state_to_json
+from looms_runtime._history.outcome import EffectResult
+from looms_runtime._history.planner import (
     Dispatch,
     Emit,
     Idle,

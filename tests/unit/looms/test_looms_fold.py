@@ -15,10 +15,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from looms_runtime._definitions import StepsFlow, parse_flow
-from looms_runtime._effects.result import EffectResult
-from looms_runtime._events import EventType, NewEvent, RecordedEvent, new_event
-from looms_runtime._fold import (
+from looms_runtime._history.definitions import StepsFlow, parse_flow
+from looms_runtime._history.events import EventType, NewEvent, RecordedEvent, new_event
+from looms_runtime._history.fold import (
     RunState,
     apply,
     fold,
@@ -26,7 +25,16 @@ from looms_runtime._fold import (
     state_from_json,
     state_to_json,
 )
-from looms_runtime._planner import Dispatch, Emit, Idle, InboxItem, Sleep, outcome_events, plan
+from looms_runtime._history.outcome import EffectResult
+from looms_runtime._history.planner import (
+    Dispatch,
+    Emit,
+    Idle,
+    InboxItem,
+    Sleep,
+    outcome_events,
+    plan,
+)
 from looms_runtime.errors import (
     CorruptHistoryError,
     DuplicateEffectDispatchError,

@@ -12,10 +12,10 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from looms_runtime._bulk import upsert_insert
 from looms_runtime._canonical import digest
-from looms_runtime._planner import InboxItem
-from looms_runtime._rows import driver_errors
+from looms_runtime._history.planner import InboxItem
+from looms_runtime._store.bulk import upsert_insert
+from looms_runtime._store.driver import driver_errors
 from looms_runtime.db import Database
 from looms_runtime.errors import SignalConflictError
 from looms_runtime.schema import UNSETTLED, inbox, owners, runs

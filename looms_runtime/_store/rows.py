@@ -1,17 +1,13 @@
-"""Row values shared by the store's reads and writes, and the driver-error boundary."""
+"""Row values shared by the store's reads and writes."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from sqlalchemy import exc as sa_exc
-
-from looms_runtime._events import NewEvent, RecordedEvent
-from looms_runtime._planner import InboxItem
-from looms_runtime.errors import StoreError, StoreUnavailableError
+from looms_runtime._history.events import NewEvent, RecordedEvent
+from looms_runtime._history.planner import InboxItem
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -128,18 +124,3 @@ class AppendJob:
     @property
     def last_seq(self) -> int:
         return self.expected_seq + len(self.events)
-
-
-@contextmanager
-def driver_errors() -> Iterator[None]:
-    """Turn driver errors into `StoreError`s at the runtime's boundary."""
-    try:
-        yield
-    except (sa_exc.OperationalError, sa_exc.InterfaceError, sa_exc.TimeoutError) as exc:
-        raise StoreUnavailableError(f"database unavailable: {exc.__class__.__name__}") from exc
-    except sa_exc.DBAPIError as exc:
-        if exc.connection_invalidated:
-            raise StoreUnavailableError("database connection lost") from exc
-        raise StoreError(f"database error: {exc.__class__.__name__}: {exc.orig}") from exc
-    except sa_exc.SQLAlchemyError as exc:
-        raise StoreError(f"database error: {exc}") from exc

@@ -11,9 +11,9 @@ from collections.abc import Callable, Sequence
 
 import structlog
 
-from looms_runtime._actors import DRIVE, Actors, Op
-from looms_runtime._loading import load_owned_runs
-from looms_runtime._registry import FlowRegistry
+from looms_runtime._store.loading import load_owned_runs
+from looms_runtime._store.registry import FlowRegistry
+from looms_runtime._workers.actors import DRIVE, Actors, Op
 from looms_runtime.db import Database
 from looms_runtime.errors import LoomsError
 

@@ -1,24 +1,35 @@
-"""Cold loads: a run's working copy rebuilt from its header, snapshot and log."""
+"""Working copies of runs: rebuilt from header, snapshot and log (cold loads), or seeded
+from a run just inserted, without reading it back."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import structlog
 
-from looms_runtime._definitions import FlowDef
-from looms_runtime._fold import FOLD_VERSION, RunState, fold_recorded, state_from_json, state_hash
-from looms_runtime._planner import InboxItem
-from looms_runtime._registry import FlowRegistry
-from looms_runtime._rows import AppendJob, LoadedRecord, RunHeader, driver_errors
-from looms_runtime._store_reads import (
+from looms_runtime._history.definitions import FlowDef
+from looms_runtime._history.events import EventType, NewEvent
+from looms_runtime._history.fold import (
+    FOLD_VERSION,
+    RunState,
+    fold,
+    fold_recorded,
+    state_from_json,
+    state_hash,
+)
+from looms_runtime._history.planner import InboxItem
+from looms_runtime._store.driver import driver_errors
+from looms_runtime._store.reads import (
     load_header,
     load_run,
     load_runs,
     pending_inbox,
     read_events,
 )
+from looms_runtime._store.registry import FlowRegistry
+from looms_runtime._store.rows import AppendJob, LoadedRecord, NewRun, RunHeader
 from looms_runtime.db import Database
 from looms_runtime.errors import CorruptHistoryError, HistoryTrimmedError, LoomsError, ReplayError
 from looms_runtime.schema import UNSETTLED
@@ -46,7 +57,7 @@ def load_owned_run(
     """The run's working copy, or None when it is missing, settled or owned by another.
 
     Raises:
-        StoreUnavailableError: the read failed.
+        DatabaseUnavailableError: the read failed.
         ReplayError: the log cannot be folded.
         UnknownFlowError: the run's flow version is not stored.
     """
@@ -67,7 +78,7 @@ def load_owned_runs(
     the failure where it is handled.
 
     Raises:
-        StoreUnavailableError: the read failed.
+        DatabaseUnavailableError: the read failed.
     """
     with driver_errors(), db.read() as conn:
         records = load_runs(conn, run_ids)
@@ -174,3 +185,35 @@ def still_committed(db: Database, job: AppendJob, *, owner: str) -> bool:
         and header.lease_epoch == job.lease_epoch
         and header.last_seq == job.last_seq
     )
+
+
+def started_event(new: NewRun) -> NewEvent:
+    """The `run_started` event of a new run, as its stored text reads."""
+    return NewEvent(EventType.RUN_STARTED.value, json.loads(new.started_json))
+
+
+def seeded(new: NewRun, flow: FlowDef) -> LoadedRun:
+    """The working copy of a just-inserted run, built without reading it back."""
+    started = started_event(new)
+    header = RunHeader(
+        run_id=new.run_id,
+        flow=new.flow,
+        version=new.version,
+        idempotency_key=new.idempotency_key,
+        identity_hash=new.identity_hash,
+        status="active",
+        input=started.payload["input"],
+        env=json.loads(new.env_json),
+        attributes=json.loads(new.attributes_json),
+        result=None,
+        error=None,
+        last_seq=1,
+        snapshot_seq=0,
+        lease_owner=new.owner,
+        lease_epoch=1,
+        next_wake_at=None,
+        created_at=new.now_ms,
+        updated_at=new.now_ms,
+        settled_at=None,
+    )
+    return LoadedRun(header=header, flow=flow, state=fold([started]), snapshot_seq=0, inbox=[])

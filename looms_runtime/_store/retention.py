@@ -18,8 +18,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from looms_runtime._fold import TERMINAL
-from looms_runtime._rows import driver_errors
+from looms_runtime._history.fold import TERMINAL
+from looms_runtime._store.driver import driver_errors
 from looms_runtime.db import Database
 from looms_runtime.schema import events, inbox, runs, snapshots
 

@@ -12,11 +12,11 @@ from typing import Any
 
 import structlog
 
-from looms_runtime._actors import REFRESH, Actors
 from looms_runtime._canonical import digest, json_copy
-from looms_runtime._planner import InboxItem
-from looms_runtime._queries import read_statuses
-from looms_runtime._store_control import record_request
+from looms_runtime._history.planner import InboxItem
+from looms_runtime._operations.queries import read_statuses
+from looms_runtime._store.control import record_request
+from looms_runtime._workers.actors import REFRESH, Actors
 from looms_runtime.db import Database
 from looms_runtime.errors import EffectNotRetryableError, RunNotFoundError, RunOverloadedError
 from looms_runtime.records import RunInfo, RunStatusInfo

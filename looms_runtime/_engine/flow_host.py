@@ -14,13 +14,10 @@ from concurrent.futures import Future
 
 import structlog
 
-from looms_runtime._actors import Op, Slot
 from looms_runtime._canonical import canonical_json
-from looms_runtime._definitions import PythonFlow
 from looms_runtime._effects.launch import EffectRunner
-from looms_runtime._engine_parts import attempt_limit_s
-from looms_runtime._events import EventType, NewEvent, new_event
-from looms_runtime._flow_session import (
+from looms_runtime._engine.attempts import attempt_limit_s
+from looms_runtime._engine.flow_session import (
     AskDispatch,
     AskFailed,
     AskFinish,
@@ -31,9 +28,12 @@ from looms_runtime._flow_session import (
     Reply,
     effect_id_of,
 )
-from looms_runtime._fold import RunState, fold
-from looms_runtime._loading import LoadedRun
-from looms_runtime._planner import Decision, FlowDispatch, outcome_events
+from looms_runtime._history.definitions import PythonFlow
+from looms_runtime._history.events import EventType, NewEvent, new_event
+from looms_runtime._history.fold import RunState, fold
+from looms_runtime._history.planner import FlowDispatch, Move, outcome_events
+from looms_runtime._store.loading import LoadedRun
+from looms_runtime._workers.actors import Op, Slot
 
 log = structlog.get_logger()
 
@@ -77,7 +77,7 @@ class FlowHost:
 
     def on_ask(
         self, slot: Slot, run: LoadedRun, state: RunState, ask: FlowAsk, *, closing: bool
-    ) -> tuple[list[NewEvent], Decision | None]:
+    ) -> tuple[list[NewEvent], Move | None]:
         """The events an ask appends, and a dispatch to commit first (or None).
 
         The ask's answer is left in `slot.reply` for `answer`.

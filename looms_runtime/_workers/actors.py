@@ -16,9 +16,9 @@ from typing import Any, Literal, NamedTuple
 
 import structlog
 
-from looms_runtime._effects.context import CancelToken
-from looms_runtime._effects.result import EffectResult
-from looms_runtime._threads import ThreadPool
+from looms_runtime._cancel import CancelToken
+from looms_runtime._history.outcome import EffectResult
+from looms_runtime._workers.pool import ThreadPool
 from looms_runtime.errors import RunOverloadedError, RuntimeClosedError
 
 log = structlog.get_logger()

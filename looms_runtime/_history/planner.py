@@ -16,7 +16,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
-from looms_runtime._definitions import (
+from looms_runtime._history.definitions import (
     EffectStep,
     FlowDef,
     PythonFlow,
@@ -25,9 +25,9 @@ from looms_runtime._definitions import (
     StepDef,
     WaitSignalStep,
 )
-from looms_runtime._effects.result import EffectResult
-from looms_runtime._events import EventType, NewEvent, new_event
-from looms_runtime._fold import STUCK, EffectState, RunState, WaitState
+from looms_runtime._history.events import EventType, NewEvent, new_event
+from looms_runtime._history.fold import STUCK, EffectState, RunState, WaitState
+from looms_runtime._history.outcome import EffectResult
 from looms_runtime.errors import CorruptHistoryError
 
 MAX_AMBIGUOUS_RERUNS = 3
@@ -94,7 +94,7 @@ class Finished:
     """The run has settled."""
 
 
-Decision: TypeAlias = Emit | Dispatch | FlowDispatch | RunFlow | Sleep | Idle | Finished
+Move: TypeAlias = Emit | Dispatch | FlowDispatch | RunFlow | Sleep | Idle | Finished
 
 
 def plan(
@@ -105,7 +105,7 @@ def plan(
     in_flight: Collection[str] = (),
     inbox: Sequence[InboxItem] = (),
     running: bool = False,
-) -> Decision:
+) -> Move:
     """The run's next move.
 
     Args:
@@ -146,9 +146,7 @@ def plan(
     return _start_step(flow.steps[index], index, now_ms)
 
 
-def _flow_move(
-    state: RunState, now_ms: int, inbox: Sequence[InboxItem], *, running: bool
-) -> Decision:
+def _flow_move(state: RunState, now_ms: int, inbox: Sequence[InboxItem], *, running: bool) -> Move:
     if running:
         return Idle("flow_running")
     for effect in state.effects.values():
@@ -195,7 +193,7 @@ def _ambiguous(effect: EffectState, now_ms: int) -> NewEvent:
     )
 
 
-def _operator_retry(state: RunState, item: InboxItem, now_ms: int) -> Decision:
+def _operator_retry(state: RunState, item: InboxItem, now_ms: int) -> Move:
     effect = state.effects.get(item.name or "")
     if effect is None or effect.status not in STUCK:
         return Emit((), consumed=(item.key,))
@@ -203,7 +201,7 @@ def _operator_retry(state: RunState, item: InboxItem, now_ms: int) -> Decision:
     return Emit((event,), consumed=(item.key,))
 
 
-def _effect_move(effect: EffectState, step: StepDef, now_ms: int) -> Decision:
+def _effect_move(effect: EffectState, step: StepDef, now_ms: int) -> Move:
     if not isinstance(step, EffectStep):
         raise CorruptHistoryError(f"effect {effect.effect_id!r} names a {step.kind} step")
     if effect.status == "dispatched":
@@ -226,7 +224,7 @@ def _effect_move(effect: EffectState, step: StepDef, now_ms: int) -> Decision:
 
 def _wait_move(
     wait: WaitState, name: str, now_ms: int, inbox: Sequence[InboxItem], *, fails_run: bool
-) -> Decision:
+) -> Move:
     if wait.kind == "signal":
         for item in inbox:
             if item.kind == "signal" and item.name == wait.signal:
@@ -251,7 +249,7 @@ def _wait_move(
     return Emit((timeout, new_event(EventType.RUN_FAILED, error=error)))
 
 
-def _start_step(step: StepDef, index: int, now_ms: int) -> Decision:
+def _start_step(step: StepDef, index: int, now_ms: int) -> Move:
     if isinstance(step, SleepStep):
         wake_at = now_ms + round(step.duration_s * 1000)
         return Emit((_wait_started(step.id, index, "sleep", wake_at, None),))

@@ -9,20 +9,15 @@ is decoded back here; the worker that seeds the run decodes what it needs.
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Callable, Mapping, Sequence
 
 import structlog
 
-from looms_runtime._actors import DRIVE, Op
 from looms_runtime._canonical import canonical_json, json_text, new_run_id, text_digest
-from looms_runtime._committer import Committer
-from looms_runtime._definitions import FlowDef
-from looms_runtime._events import EventType, NewEvent
-from looms_runtime._fold import fold
-from looms_runtime._loading import LoadedRun
-from looms_runtime._rows import ExistingRun, NewRun, RunHeader, StartJob
-from looms_runtime._state import PYTHON
+from looms_runtime._history.state import PYTHON
+from looms_runtime._store.committer import Committer
+from looms_runtime._store.rows import ExistingRun, NewRun, StartJob
+from looms_runtime._workers.actors import DRIVE, Op
 from looms_runtime.errors import (
     InvalidRequestError,
     KeyPurgedError,
@@ -175,38 +170,6 @@ def conflict(new: NewRun, existing: ExistingRun) -> StartConflictError | None:
         run_id=existing.run_id,
         differs=differs,
     )
-
-
-def started_event(new: NewRun) -> NewEvent:
-    """The `run_started` event of a new run, as its stored text reads."""
-    return NewEvent(EventType.RUN_STARTED.value, json.loads(new.started_json))
-
-
-def seeded(new: NewRun, flow: FlowDef) -> LoadedRun:
-    """The working copy of a just-inserted run, built without reading it back."""
-    started = started_event(new)
-    header = RunHeader(
-        run_id=new.run_id,
-        flow=new.flow,
-        version=new.version,
-        idempotency_key=new.idempotency_key,
-        identity_hash=new.identity_hash,
-        status="active",
-        input=started.payload["input"],
-        env=json.loads(new.env_json),
-        attributes=json.loads(new.attributes_json),
-        result=None,
-        error=None,
-        last_seq=1,
-        snapshot_seq=0,
-        lease_owner=new.owner,
-        lease_epoch=1,
-        next_wake_at=None,
-        created_at=new.now_ms,
-        updated_at=new.now_ms,
-        settled_at=None,
-    )
-    return LoadedRun(header=header, flow=flow, state=fold([started]), snapshot_seq=0, inbox=[])
 
 
 def unknown_flow(request: StartRequest) -> UnknownFlowError:

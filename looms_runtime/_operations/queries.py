@@ -6,10 +6,10 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from looms_runtime._clock import from_ms
-from looms_runtime._fold import TERMINAL, RunState, fold_recorded, state_to_json
-from looms_runtime._loading import restore, usable_snapshot
-from looms_runtime._rows import RunHeader, driver_errors
-from looms_runtime._store_reads import (
+from looms_runtime._history.fold import TERMINAL, RunState, fold_recorded, state_to_json
+from looms_runtime._store.driver import driver_errors
+from looms_runtime._store.loading import restore, usable_snapshot
+from looms_runtime._store.reads import (
     first_seq,
     list_runs,
     load_header,
@@ -17,6 +17,7 @@ from looms_runtime._store_reads import (
     read_events,
     statuses,
 )
+from looms_runtime._store.rows import RunHeader
 from looms_runtime.db import Database
 from looms_runtime.errors import HistoryTrimmedError, InvalidRequestError, RunNotFoundError
 from looms_runtime.records import (

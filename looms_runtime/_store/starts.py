@@ -15,8 +15,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from looms_runtime._bulk import bulk_insert
-from looms_runtime._rows import ExistingRun, NewRun
+from looms_runtime._store.bulk import bulk_insert
+from looms_runtime._store.rows import ExistingRun, NewRun
 from looms_runtime.schema import events, runs
 
 _CHUNK = 500

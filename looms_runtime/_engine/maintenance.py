@@ -26,9 +26,7 @@ import structlog
 from sqlalchemy.engine import Connection
 
 from looms_runtime._clock import duration_ms
-from looms_runtime._retention import drop_tombstones, purge_settled
-from looms_runtime._rows import driver_errors
-from looms_runtime._store_control import (
+from looms_runtime._store.control import (
     any_orphans,
     claim_runs,
     heartbeat,
@@ -36,7 +34,9 @@ from looms_runtime._store_control import (
     release_owner,
     stranded_runs,
 )
-from looms_runtime._store_reads import runs_with_new_requests
+from looms_runtime._store.driver import driver_errors
+from looms_runtime._store.reads import runs_with_new_requests
+from looms_runtime._store.retention import drop_tombstones, purge_settled
 from looms_runtime.db import Database
 from looms_runtime.errors import LoomsError
 

@@ -9,64 +9,57 @@ Crash safety rests on two rules: an effect runs only after its `effect_dispatche
 event committed, and a run loaded from the store has nothing in flight, so any
 dispatched effect without an outcome in its log is ambiguous (the planner says so).
 
-A Python flow's code runs in a session (`_engine_flow`) whose asks arrive as `flow`
+A Python flow's code runs in a session (`flow_host`) whose asks arrive as `flow`
 operations; they are folded and appended like any other events.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import structlog
 
-from looms_runtime._actors import DRIVE, Actors, Op, Slot
-from looms_runtime._committer import Committer
 from looms_runtime._effects.launch import EffectRunner
-from looms_runtime._effects.result import EffectResult
-from looms_runtime._engine_flow import FlowHost
-from looms_runtime._engine_parts import (
-    EngineConfig,
-    Unflushed,
-    append_job,
-    attempt_limit_s,
-    effect_context,
-    log_emitted,
-    log_outcome,
-    releases,
-    settled_record,
-)
-from looms_runtime._events import NewEvent
-from looms_runtime._fold import RunState, apply, fold
-from looms_runtime._late import LateOutcomes, abandon_after_ms, abandoned
-from looms_runtime._loading import (
-    DEFAULT_GRACE_S,
-    LoadedRun,
-    load_owned_run,
-    reload_inbox,
-    still_committed,
-)
-from looms_runtime._planner import (
-    Decision,
+from looms_runtime._engine.attempts import attempt_limit_s, effect_context
+from looms_runtime._engine.flow_host import FlowHost
+from looms_runtime._engine.jobs import Unflushed, append_job, releases
+from looms_runtime._engine.late import LateOutcomes, abandon_after_ms, abandoned
+from looms_runtime._engine.reports import log_emitted, log_outcome, settled_record
+from looms_runtime._history.events import NewEvent
+from looms_runtime._history.fold import RunState, apply, fold
+from looms_runtime._history.outcome import EffectResult
+from looms_runtime._history.planner import (
     Dispatch,
     Emit,
     FlowDispatch,
     Idle,
+    Move,
     RunFlow,
     Sleep,
     late_outcome,
     outcome_events,
     plan,
 )
-from looms_runtime._registry import FlowRegistry
-from looms_runtime._rows import AppendJob, NewRun
-from looms_runtime._starts import seeded
-from looms_runtime._timers import TimerQueue
+from looms_runtime._store.committer import Committer
+from looms_runtime._store.loading import (
+    DEFAULT_GRACE_S,
+    LoadedRun,
+    load_owned_run,
+    reload_inbox,
+    seeded,
+    still_committed,
+)
+from looms_runtime._store.registry import FlowRegistry
+from looms_runtime._store.rows import AppendJob, NewRun
+from looms_runtime._workers.actors import DRIVE, Actors, Op, Slot
+from looms_runtime._workers.timers import TimerQueue
 from looms_runtime.db import Database
 from looms_runtime.errors import (
+    DatabaseUnavailableError,
     FencedError,
     LoomsError,
     MaxWakeIterationsError,
-    StoreUnavailableError,
 )
 from looms_runtime.records import RunSettled
 
@@ -78,6 +71,16 @@ MAX_WAKE_ITERATIONS = 100
 RETRY_MIN_MS = 250
 RETRY_MAX_MS = 30_000
 FAILED_DRIVE_RETRY_MS = 60_000
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EngineConfig:
+    """What the engine needs to know of its runtime's settings."""
+
+    owner: str
+    env_prefix: str
+    output_limit_bytes: int
+    snapshot_every: int
 
 
 class Engine:
@@ -125,7 +128,7 @@ class Engine:
             for index, current in enumerate(ops):
                 try:
                     self._handle(slot, current)
-                except StoreUnavailableError as exc:
+                except DatabaseUnavailableError as exc:
                     log.warning("run_store_unavailable", error=exc.message)
                     slot.stash = [later for later in ops[index:] if later != DRIVE]
                     if slot.unflushed is None:
@@ -174,7 +177,7 @@ class Engine:
             run.inbox = reload_inbox(self._db, slot.run_id)
         pending: list[NewEvent] = []
         state = run.state
-        first: Decision | None = None
+        first: Move | None = None
         if op.kind == "outcome" and op.result is not None:
             slot.in_flight = None
             slot.in_flight_effect = None
@@ -206,7 +209,7 @@ class Engine:
         run: LoadedRun,
         state: RunState,
         pending: list[NewEvent],
-        first: Decision | None = None,
+        first: Move | None = None,
     ) -> None:
         consumed: list[str] = []
         in_flight = (slot.in_flight_effect,) if slot.in_flight_effect else ()
@@ -259,7 +262,7 @@ class Engine:
         state: RunState,
         events: list[NewEvent],
         consumed: list[str],
-        decision: Decision,
+        decision: Move,
     ) -> AppendJob:
         return append_job(
             run,
@@ -272,7 +275,7 @@ class Engine:
         )
 
     def _append(
-        self, slot: Slot, run: LoadedRun, job: AppendJob, state: RunState, decision: Decision
+        self, slot: Slot, run: LoadedRun, job: AppendJob, state: RunState, decision: Move
     ) -> bool:
         try:
             self._committer.submit(job).result()
@@ -283,7 +286,7 @@ class Engine:
                 self._host.abandon(slot)
                 self._actors.submit(slot.run_id, DRIVE)
                 return False
-        except StoreUnavailableError as exc:
+        except DatabaseUnavailableError as exc:
             log.warning("append_deferred", error=exc.message, events=len(job.events))
             slot.unflushed = Unflushed(job=job, run=run, state=state, then=decision)
             self._retry_later(slot.run_id, RETRY_MIN_MS)
@@ -300,7 +303,7 @@ class Engine:
         """Retry a deferred append with its original fence.
 
         Raises:
-            StoreUnavailableError: still failing; the caller stashes its operation.
+            DatabaseUnavailableError: still failing; the caller stashes its operation.
         """
         pending = slot.unflushed
         assert isinstance(pending, Unflushed)  # noqa: S101 - checked by the caller
@@ -320,7 +323,7 @@ class Engine:
         self._committed(pending.run, pending.job, pending.state)
         self._follow(slot, pending.run, pending.state, pending.then)
 
-    def _follow(self, slot: Slot, run: LoadedRun, state: RunState, decision: Decision) -> None:
+    def _follow(self, slot: Slot, run: LoadedRun, state: RunState, decision: Move) -> None:
         if state.settled:
             self._settled(slot, run)
         elif isinstance(decision, Dispatch):

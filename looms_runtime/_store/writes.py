@@ -1,6 +1,6 @@
 """The runtime's write statements; each function runs inside a caller's transaction.
 
-Every append is fenced on the header (`_fences`): `UPDATE looms_runs SET last_seq = :n
+Every append is fenced on the header (`fences`): `UPDATE looms_runs SET last_seq = :n
 ... WHERE run_id = :r AND last_seq = :expected AND lease_epoch = :epoch`. The header
 row is the arbiter, so its update runs first and the events are inserted only for
 the appends that won: a lost fence never leaves an orphan event and never aborts
@@ -18,10 +18,10 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from looms_runtime._bulk import bulk_insert, upsert_insert
 from looms_runtime._canonical import canonical_json
-from looms_runtime._fences import advance_headers
-from looms_runtime._rows import AppendJob
+from looms_runtime._store.bulk import bulk_insert, upsert_insert
+from looms_runtime._store.fences import advance_headers
+from looms_runtime._store.rows import AppendJob
 from looms_runtime.errors import FencedError
 from looms_runtime.schema import events, flows, inbox, snapshots
 

@@ -16,14 +16,14 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from looms_runtime._events import (
+from looms_runtime._history.events import (
     INFORMATIONAL,
     KNOWN_VERSIONS,
     EventType,
     FoldEvent,
     RecordedEvent,
 )
-from looms_runtime._state import (
+from looms_runtime._history.state import (
     FOLD_VERSION,
     STUCK,
     TERMINAL,

@@ -13,15 +13,16 @@ from collections.abc import Callable
 
 import structlog
 
-from looms_runtime._actors import Op, Slot
-from looms_runtime._committer import Committer
-from looms_runtime._effects.result import EffectResult
-from looms_runtime._engine_flow import FlowHost
-from looms_runtime._events import EventType, NewEvent, new_event
-from looms_runtime._fold import RunState
-from looms_runtime._planner import late_outcome
-from looms_runtime._rows import AppendJob, driver_errors
-from looms_runtime._store_reads import load_header
+from looms_runtime._engine.flow_host import FlowHost
+from looms_runtime._history.events import EventType, NewEvent, new_event
+from looms_runtime._history.fold import RunState
+from looms_runtime._history.outcome import EffectResult
+from looms_runtime._history.planner import late_outcome
+from looms_runtime._store.committer import Committer
+from looms_runtime._store.driver import driver_errors
+from looms_runtime._store.reads import load_header
+from looms_runtime._store.rows import AppendJob
+from looms_runtime._workers.actors import Op, Slot
 from looms_runtime.db import Database
 from looms_runtime.errors import LoomsError
 

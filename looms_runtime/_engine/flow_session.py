@@ -26,13 +26,13 @@ from typing import Any, TypeAlias
 
 import structlog
 
+from looms_runtime._cancel import CancelToken
 from looms_runtime._canonical import json_copy
 from looms_runtime._clock import from_ms
-from looms_runtime._definitions import RetryPolicy
-from looms_runtime._effects.context import CancelToken
 from looms_runtime._effects.python import call_step, resolve, wants_context
-from looms_runtime._effects.result import EffectResult
-from looms_runtime._events import EventType, NewEvent, new_event
+from looms_runtime._history.definitions import RetryPolicy
+from looms_runtime._history.events import EventType, NewEvent, new_event
+from looms_runtime._history.outcome import EffectResult
 from looms_runtime.errors import InvalidRequestError, NondeterminismError
 from looms_runtime.flow import FlowContext, StepFailedError, WaitTimeoutError
 from looms_runtime.records import StepContext

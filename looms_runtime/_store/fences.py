@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from looms_runtime._canonical import canonical_json
-from looms_runtime._rows import AppendJob
+from looms_runtime._store.rows import AppendJob
 from looms_runtime.schema import runs
 
 _SQLITE_APPEND = """

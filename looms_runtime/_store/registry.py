@@ -7,10 +7,10 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from looms_runtime._canonical import definition_version, json_copy
-from looms_runtime._definitions import FlowDef, parse_flow
-from looms_runtime._rows import driver_errors
-from looms_runtime._store_reads import load_flow
-from looms_runtime._store_writes import insert_flow
+from looms_runtime._history.definitions import FlowDef, parse_flow
+from looms_runtime._store.driver import driver_errors
+from looms_runtime._store.reads import load_flow
+from looms_runtime._store.writes import insert_flow
 from looms_runtime.db import Database
 from looms_runtime.errors import UnknownFlowError
 

@@ -8,9 +8,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from looms_runtime._events import RecordedEvent
-from looms_runtime._planner import InboxItem
-from looms_runtime._rows import LoadedRecord, RunHeader, SnapshotRow
+from looms_runtime._history.events import RecordedEvent
+from looms_runtime._history.planner import InboxItem
+from looms_runtime._store.rows import LoadedRecord, RunHeader, SnapshotRow
 from looms_runtime.schema import UNSETTLED, events, flows, inbox, runs, snapshots
 
 _HEADER = list(runs.c)

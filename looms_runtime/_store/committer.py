@@ -21,11 +21,12 @@ from typing import Any
 import structlog
 from sqlalchemy.engine import Connection
 
-from looms_runtime._rows import AppendJob, StartJob, driver_errors
-from looms_runtime._store_starts import insert_runs
-from looms_runtime._store_writes import append_many
+from looms_runtime._store.driver import driver_errors
+from looms_runtime._store.rows import AppendJob, StartJob
+from looms_runtime._store.starts import insert_runs
+from looms_runtime._store.writes import append_many
 from looms_runtime.db import Database
-from looms_runtime.errors import RuntimeClosedError, StoreUnavailableError
+from looms_runtime.errors import DatabaseUnavailableError, RuntimeClosedError
 
 log = structlog.get_logger()
 
@@ -127,7 +128,7 @@ class Committer:
         try:
             with driver_errors(), self._db.write(urgent=urgent) as conn:
                 results = _execute(conn, [job for job, _ in batch], trim=self._trim)
-        except StoreUnavailableError as exc:
+        except DatabaseUnavailableError as exc:
             # The database itself failed: every job would fail alone too, and retrying
             # each would hold the writer for a connect timeout per job.
             for _, future in batch:

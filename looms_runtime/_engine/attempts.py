@@ -1,0 +1,42 @@
+"""What one attempt of an effect gets from its run: its context and its own time limit."""
+
+from __future__ import annotations
+
+import json
+
+from looms_runtime._canonical import canonical_json
+from looms_runtime._effects.context import EffectContext
+from looms_runtime._history.events import NewEvent
+from looms_runtime._history.planner import Dispatch
+from looms_runtime._store.loading import LoadedRun
+
+
+def effect_context(
+    run: LoadedRun, decision: Dispatch, *, env_prefix: str, output_limit_bytes: int
+) -> EffectContext:
+    """What one attempt of a steps flow's effect gets from its run."""
+    header = run.header
+    step = decision.step
+    input_json = canonical_json(header.input)
+    return EffectContext(
+        run_id=header.run_id,
+        effect_id=step.id,
+        step_id=step.id,
+        attempt=decision.attempt,
+        # Each attempt gets its own copy: a step that mutates its input cannot
+        # change what the next step (or a replay) sees.
+        input=json.loads(input_json),
+        input_json=input_json,
+        run_env=header.env,
+        env_prefix=env_prefix,
+        output_limit_bytes=output_limit_bytes,
+    )
+
+
+def attempt_limit_s(timeout_s: float | None, dispatched: NewEvent, now_ms: int) -> float | None:
+    """An attempt's own time limit: its step's timeout, cut short by the step's deadline."""
+    give_up_at = dispatched.payload.get("give_up_at")
+    if give_up_at is None:
+        return timeout_s
+    remaining = max(0.0, (int(give_up_at) - now_ms) / 1000)
+    return remaining if timeout_s is None else min(timeout_s, remaining)

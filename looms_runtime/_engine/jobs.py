@@ -1,0 +1,67 @@
+"""Append jobs: what takes a run's working copy to its next state, with a snapshot when due."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from looms_runtime._history.events import NewEvent
+from looms_runtime._history.planner import Idle, Move, Sleep, next_wake_at
+from looms_runtime._history.state import FOLD_VERSION, RunState, state_hash, state_to_json
+from looms_runtime._store.loading import LoadedRun
+from looms_runtime._store.rows import AppendJob, SnapshotRow
+
+
+@dataclass(slots=True, kw_only=True)
+class Unflushed:
+    """An append whose commit failed transiently, retried with the same fence before all else."""
+
+    job: AppendJob
+    run: LoadedRun
+    state: RunState
+    then: Move
+    attempts: int = 1
+
+
+def append_job(
+    run: LoadedRun,
+    state: RunState,
+    events: list[NewEvent],
+    consumed: list[str],
+    *,
+    releasing: bool,
+    snapshot_every: int,
+    now_ms: int,
+) -> AppendJob:
+    """The append that takes `run` from its committed state to `state`.
+
+    A snapshot goes with it every `snapshot_every` events and whenever the run is
+    released (it parks, sleeps or waits), so the next load starts from there.
+    """
+    due = snapshot_every > 0 and state.seq - run.snapshot_seq >= snapshot_every
+    snapshot = None
+    if not state.settled and state.seq > run.snapshot_seq and (due or releasing):
+        snapshot = SnapshotRow(
+            seq=state.seq,
+            state=state_to_json(state),
+            state_hash=state_hash(state),
+            fold_version=FOLD_VERSION,
+        )
+    return AppendJob(
+        run_id=run.header.run_id,
+        expected_seq=run.state.seq,
+        lease_epoch=run.header.lease_epoch,
+        events=tuple(events),
+        now_ms=now_ms,
+        status=state.status,
+        next_wake_at=next_wake_at(state),
+        settled=state.settled,
+        error=state.error if state.settled else state.park_reason,
+        result=state.result if state.status == "completed" else None,
+        snapshot=snapshot,
+        consumed=tuple(consumed),
+    )
+
+
+def releases(decision: Move, *, in_flight: bool) -> bool:
+    """Whether the run goes quiet after this decision (nothing of it runs meanwhile)."""
+    return isinstance(decision, Sleep) or (isinstance(decision, Idle) and not in_flight)

@@ -1,0 +1,42 @@
+"""What the engine tells the world: settlement records for `on_settled`, and its logs."""
+
+from __future__ import annotations
+
+import structlog
+
+from looms_runtime._history.events import EventType, NewEvent
+from looms_runtime._history.outcome import EffectResult
+from looms_runtime._store.loading import LoadedRun
+from looms_runtime.records import RunSettled
+
+log = structlog.get_logger()
+
+
+def settled_record(run: LoadedRun) -> RunSettled:
+    """What `on_settled` gets for a run whose final event is durable."""
+    state, header = run.state, run.header
+    return RunSettled(
+        run_id=header.run_id,
+        status=state.status,  # type: ignore[arg-type]  # settled() guarantees a terminal status
+        error=state.error,
+        idempotency_key=header.idempotency_key,
+        attributes=header.attributes,
+    )
+
+
+def log_outcome(result: EffectResult) -> None:
+    fields = {"effect_id": result.effect_id, "attempt": result.attempt}
+    if result.ok:
+        log.debug("effect_succeeded", **fields)
+    else:
+        log.info("effect_failed", error=result.error, cancelled=result.cancelled, **fields)
+
+
+def log_emitted(events: tuple[NewEvent, ...]) -> None:
+    for event in events:
+        if event.type == EventType.EFFECT_AMBIGUOUS:
+            log.warning("effect_ambiguous", **event.payload)
+        elif event.type == EventType.RUN_PARKED:
+            log.warning("run_parked", **event.payload)
+        elif event.type == EventType.CANCEL_REQUESTED:
+            log.info("cancel_requested", reason=event.payload.get("reason"))

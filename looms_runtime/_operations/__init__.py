@@ -1,0 +1,1 @@
+"""The operations behind the public API: starts, queries and external requests."""
