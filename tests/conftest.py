@@ -1,9 +1,11 @@
-"""Shared fixtures: clean settings environment, PostgreSQL and SQLite databases.
+"""The one fixture stack of the suite: clean settings environment, SQLite and PostgreSQL.
 
 PostgreSQL is real: `TRIGGERS_TEST_PG_URL` names a server (CI sets it). Tests
-get their own database, created from a migrated template and dropped after.
-Without the variable the PostgreSQL tests skip with a reason; with `CI=true`
-an unreachable server fails the run instead.
+get their own database, copied from a template and dropped after: the trigger
+store's template is migrated with Alembic, the runtime's (`looms_*` fixtures, for
+the runtime's own suites) holds only the runtime's tables. Without the variable the
+PostgreSQL tests skip with a reason; with `CI=true` an unreachable server fails the
+run instead.
 """
 
 from __future__ import annotations
@@ -13,12 +15,16 @@ import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
+from looms_runtime import Runtime
+from looms_runtime import schema as looms_schema
 from looms_runtime.db import Database
+from tests.factories import MakeRuntime
 from triggers.store.schema import metadata as store_metadata
 
 PG_URL = os.environ.get("TRIGGERS_TEST_PG_URL")
@@ -159,3 +165,64 @@ def database(database_url: str) -> Iterator[Database]:
     leaked = db.checked_out()
     db.dispose()
     assert leaked == 0, f"{leaked} database connections were not returned to the pool"
+
+
+# -- the runtime's own suites: its tables only, no migrations --------------------------
+
+
+@pytest.fixture(scope="session")
+def looms_pg_template(pg_admin: sa.Engine) -> Iterator[str]:
+    """A database holding the runtime's tables, that per-test databases are copied from."""
+    url = create_pg_database(pg_admin)
+    engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
+    looms_schema.metadata.create_all(engine)
+    engine.dispose()
+    yield str(make_url(url).database)
+    drop_pg_database(pg_admin, url)
+
+
+@pytest.fixture
+def looms_sqlite_url(tmp_path: Path) -> str:
+    url = f"sqlite:///{tmp_path / 'looms.sqlite'}"
+    engine = sa.create_engine(url)
+    looms_schema.metadata.create_all(engine)
+    engine.dispose()
+    return url
+
+
+@pytest.fixture
+def looms_postgres_url(pg_admin: sa.Engine, looms_pg_template: str) -> Iterator[str]:
+    url = create_pg_database(pg_admin, template=looms_pg_template)
+    yield url
+    drop_pg_database(pg_admin, url)
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def looms_db_url(request: pytest.FixtureRequest) -> str:
+    """A database of each engine holding the runtime's (empty) tables."""
+    return str(request.getfixturevalue(f"looms_{request.param}_url"))
+
+
+@pytest.fixture
+def looms_db(looms_db_url: str) -> Iterator[Database]:
+    db = Database(looms_db_url)
+    yield db
+    leaked = db.checked_out()
+    db.dispose()
+    assert leaked == 0, f"{leaked} database connections were not returned to the pool"
+
+
+@pytest.fixture
+def make_runtime(looms_db: Database) -> Iterator[MakeRuntime]:
+    """Runtimes on the test's database, closed at teardown."""
+    made: list[Runtime] = []
+
+    def make(**options: Any) -> Runtime:
+        options.setdefault("owner", f"test-{len(made)}")
+        runtime = Runtime(looms_db, **options)
+        made.append(runtime)
+        return runtime
+
+    yield make
+    for runtime in reversed(made):
+        runtime.close(timeout=5)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
+from looms_runtime import Runtime
 from triggers.model import (
     Catchup,
     CatchupPolicy,
@@ -15,6 +17,9 @@ from triggers.model import (
     Schedule,
     TriggerSpec,
 )
+
+MakeRuntime = Callable[..., Runtime]
+"""The `make_runtime` fixture: a runtime on the test's database, closed at teardown."""
 
 NOOP_FLOW: dict[str, Any] = {"kind": "steps", "steps": []}
 NOOP_VERSION = FlowSpec.digest(NOOP_FLOW)

@@ -7,7 +7,7 @@ from looms_runtime._history.events import EventType, new_event
 from looms_runtime._store.reads import load_header, read_events
 from looms_runtime._store.rows import AppendJob
 from looms_runtime._store.writes import append_many
-from tests.contract.looms.fixtures import MakeRuntime
+from tests.factories import MakeRuntime
 
 EMPTY = {"kind": "steps", "steps": []}
 

@@ -25,7 +25,7 @@ from looms_runtime import (
 )
 from looms_runtime.schema import events, snapshots
 from looms_runtime.testing import ManualClock
-from tests.contract.looms.fixtures import MakeRuntime
+from tests.factories import MakeRuntime
 
 EMPTY = {"kind": "steps", "steps": []}
 NAP = {"kind": "steps", "steps": [{"id": "nap", "type": "sleep", "duration_s": 0.05}]}

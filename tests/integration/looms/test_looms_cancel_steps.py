@@ -17,7 +17,7 @@ import pytest
 
 from looms_runtime import Runtime, StartRequest, StepContext
 from looms_runtime.flow import FlowContext
-from tests.contract.looms.fixtures import MakeRuntime
+from tests.factories import MakeRuntime
 from tests.integration.looms.support import wait_for
 
 HERE = __name__

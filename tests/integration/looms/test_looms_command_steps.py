@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from looms_runtime import Event, Runtime, StartRequest
-from tests.contract.looms.fixtures import MakeRuntime
+from tests.factories import MakeRuntime
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from looms_runtime import Database, Runtime
-from tests.contract.looms.fixtures import MakeRuntime
+from tests.factories import MakeRuntime
 from tests.integration.looms.support import in_middle_step, lines, wait_for
 
 CHILD = """

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from looms_runtime import Runtime
-from tests.contract.looms.fixtures import MakeRuntime
+from tests.factories import MakeRuntime
 from tests.integration.looms.support import in_middle_step, lines, wait_for
 
 CHILD = """

@@ -20,7 +20,7 @@ from looms_runtime._engine.flow_session import AskFinish, FlowAsk, FlowSession
 from looms_runtime._history.events import RecordedEvent
 from looms_runtime._history.fold import RunState, fold_recorded, state_from_json, state_to_json
 from looms_runtime.flow import FlowContext, Retry, StepFailedError, WaitTimeoutError
-from tests.contract.looms.fixtures import MakeRuntime
+from tests.factories import MakeRuntime
 
 HERE = __name__
 OPS = st.lists(st.sampled_from(["ok", "fail", "retry", "now", "id", "sleep", "signal"]), max_size=8)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from looms_runtime import Runtime, StartRequest, StepContext
-from tests.contract.looms.fixtures import MakeRuntime
+from tests.factories import MakeRuntime
 
 HERE = __name__
 

@@ -21,7 +21,7 @@ from looms_runtime import (
 )
 from looms_runtime.schema import events, runs
 from looms_runtime.testing import ManualClock
-from tests.contract.looms.fixtures import MakeRuntime
+from tests.factories import MakeRuntime
 from tests.integration.looms.support import wait_for
 
 CALLS = {

@@ -12,7 +12,7 @@ import pytest
 
 from looms_runtime import RunInfo, Runtime, StartRequest
 from looms_runtime.testing import ManualClock
-from tests.contract.looms.fixtures import MakeRuntime
+from tests.factories import MakeRuntime
 from tests.integration.looms.support import wait_for
 
 FAIL_UNTIL_THIRD = "import os, sys; sys.exit(0 if os.environ['LOOMS_ATTEMPT'] == '3' else 7)"
