@@ -17,6 +17,9 @@ class CancelToken:
     """
 
     def __init__(self) -> None:
+        self.detachable = False
+        """Set when the attempt runs outside this process and outlives it (a supervised
+        command): a closing runtime does not wait for it."""
         self._lock = threading.Lock()
         self._grace_s: float | None = None
         self._pipe: tuple[int, int] | None = None

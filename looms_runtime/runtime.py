@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any, TypeVar
 
 import structlog
@@ -70,6 +71,11 @@ class Runtime:
             batches); each keeps its header row as a tombstone of its key and status.
         tombstone_retention: delete tombstones this long after their purge (None:
             never; a key whose tombstone is gone may start a new run).
+        attempts_dir: where command attempts keep their directories (one per attempt,
+            removed once its outcome is in the log). Command steps run under a
+            supervisor process that outlives this one; a later runtime on the same
+            host with the same directory adopts them, or records what they did. None:
+            a temporary directory (attempts then cannot be adopted after a restart).
     """
 
     def __init__(
@@ -88,6 +94,7 @@ class Runtime:
         trim_events: bool = False,
         retention: timedelta | None = None,
         tombstone_retention: timedelta | None = None,
+        attempts_dir: Path | str | None = None,
     ) -> None:
         if not owner:
             raise ValueError("owner must be a non-empty string")
@@ -102,7 +109,9 @@ class Runtime:
             ThreadPool("looms-worker", workers), max_pending=max_pending_operations
         )
         self._timers = TimerQueue(self._now_ms, lambda run_id: self._actors.submit(run_id, DRIVE))
-        self._runner = EffectRunner()
+        self._runner = EffectRunner(
+            attempts_dir=None if attempts_dir is None else Path(attempts_dir)
+        )
         self._waiters = SettleWaiters()
         self._state = "new"
         self._engine = Engine(
@@ -183,8 +192,11 @@ class Runtime:
     def close(self, *, timeout: float = 10.0) -> None:
         """Stop taking work; never cancels a run (runs stay durable and resume on the next start).
 
-        Effects still running are given `timeout` seconds to report their outcome; one
-        that runs longer is found in flight (ambiguous) by the next start.
+        Command attempts run on under their supervisors, not waited for: the next
+        runtime on this host adopts them. Python and HTTP steps, which run in this
+        process, are given `timeout` seconds to report their outcome; one that runs
+        longer is found in flight (ambiguous) by the next start. The lease is handed
+        back when nothing of ours runs on, so another daemon may resume our runs at once.
         """
         if self._state == "closed":
             return
@@ -197,7 +209,7 @@ class Runtime:
         self._state = "closed"
         self._engine.closing = True
         self._maintenance.stop(remaining())
-        while self._actors.busy_effects() and remaining() > 0:
+        while self._actors.busy_effects(detachable=False) and remaining() > 0:
             self._waiters.pause(0.05)
         self._timers.stop(remaining())
         self._actors.shutdown(remaining())

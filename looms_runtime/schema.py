@@ -162,5 +162,9 @@ owners = sa.Table(
     sa.Column("started_at", sa.BigInteger, nullable=False),
     sa.Column("heartbeat_at", sa.BigInteger, nullable=False),
     sa.Column("expires_at", sa.BigInteger, nullable=False),
+    # The owner's process as this host can tell it apart (see `looms_runtime.host`):
+    # on the same boot, a dead process's runs are taken at once, not after the lease.
+    sa.Column("boot_id", sa.String, nullable=True),
+    sa.Column("process_start", sa.BigInteger, nullable=True),
     sa.PrimaryKeyConstraint("owner"),
 )

@@ -1,41 +1,48 @@
-"""Command steps: a subprocess without a shell, supervised by one thread.
+"""Command steps: each attempt runs under a supervisor process that outlives the daemon.
 
-The supervisor multiplexes the child's stdin, stdout, stderr, its exit (a pidfd) and
-the cancel token on one selector, so a cancel or a timeout acts at once and no
-extra thread is spent per stream. The child runs in its own session: SIGTERM and
-SIGKILL go to its whole process group, so `sh -c 'sleep 60'` stops with its shell.
+The daemon makes the attempt's directory, takes its lock, writes what to run and
+starts `supervisor.py`, which starts the command (argv, no shell, a session of its
+own so SIGTERM and SIGKILL reach its whole process group), enforces the timeout and
+writes the outcome. The daemon's side only waits: for the supervisor to exit (a
+pidfd), for a cancel (forwarded as `cancel.json` plus SIGTERM), or for the runtime to
+close, which detaches the wait and leaves the attempt running for the next daemon
+on this host to adopt (`adopt`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import selectors
 import signal
 import subprocess
-from dataclasses import dataclass, field
+import sys
+import threading
+from pathlib import Path
 from typing import Any
 
 from looms_runtime._cancel import CancelToken
-from looms_runtime._clock import monotonic
+from looms_runtime._effects import attempts
 from looms_runtime._effects.context import EffectContext
-from looms_runtime._effects.output import TailBuffer
 from looms_runtime._history.definitions import CommandStep
 from looms_runtime._history.outcome import EffectResult
+
+SUPERVISOR = Path(__file__).with_name("supervisor.py")
 
 TIMEOUT_KILL_GRACE_S = 5.0
 """After a timeout's SIGTERM, how long the command has to exit before SIGKILL."""
 
-EXIT_DRAIN_S = 1.0
-"""How long output is still read after the command exits: a background child that kept
-the pipes open must not hold the attempt open."""
-
-_CHUNK = 65536
-
-
 MAX_INPUT_ENV_BYTES = 65536
 """Above this, `{prefix}INPUT` is left out (Linux refuses an exec with a longer
 variable); the input is always on stdin."""
+
+LOCK_POLL_S = 0.5
+"""How often an attempt whose supervisor is gone is looked at until its command ends."""
+
+
+class Detached(Exception):  # noqa: N818 - a way out of a wait, not a failure
+    """The runtime closed while the attempt ran: it goes on, for the next runtime to adopt."""
 
 
 def command_env(step: CommandStep, ctx: EffectContext) -> dict[str, str]:
@@ -53,209 +60,154 @@ def command_env(step: CommandStep, ctx: EffectContext) -> dict[str, str]:
 
 
 def run_command(
-    step: CommandStep, ctx: EffectContext, token: CancelToken, *, timeout_s: float | None
+    step: CommandStep,
+    ctx: EffectContext,
+    token: CancelToken,
+    *,
+    timeout_s: float | None,
+    path: Path,
+    detach: threading.Event,
+    restart: bool = False,
 ) -> EffectResult:
-    """Run one attempt of a command step to its end (exit, timeout or cancel)."""
+    """Start one attempt under its supervisor and wait for its outcome.
+
+    `restart` starts an attempt a previous owner dispatched but provably never
+    started (its directory may exist, without a `spawned` marker).
+
+    Raises:
+        Detached: the runtime closed first; the attempt runs on.
+    """
     ids: dict[str, Any] = {"effect_id": ctx.effect_id, "attempt": ctx.attempt}
     if token.cancelled:
         return EffectResult(**ids, ok=False, error="cancelled before it started", cancelled=True)
-    started = monotonic()
     try:
-        proc = subprocess.Popen(  # noqa: S603 - argv from the flow definition, never a shell
-            list(step.argv),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=step.cwd,
-            env=command_env(step, ctx),
-            start_new_session=True,
-        )
+        lock_fd = attempts.claim(path, restart=restart)
+    except attempts.AttemptTaken:
+        error = "another owner of the run started this attempt"
+        return EffectResult(**ids, ok=False, error=error, ambiguous=True)
     except OSError as exc:
-        error = f"cannot start {step.argv[0]!r}: {exc.strerror or exc}"
-        return EffectResult(**ids, ok=False, error=error, output={"exit_code": None})
-    with proc:
-        run = _Supervisor(proc, token, ctx.output_limit_bytes, started, timeout_s)
-        run.feed_stdin(ctx.input_json.encode())
-        run.loop()
-    return run.result(ids)
-
-
-@dataclass
-class _Supervisor:
-    proc: subprocess.Popen[bytes]
-    token: CancelToken
-    limit: int
-    started: float
-    timeout_s: float | None
-    stdout: TailBuffer = field(init=False)
-    stderr: TailBuffer = field(init=False)
-    returncode: int | None = None
-    timed_out: bool = False
-    cancelled: bool = False
-    kill_at: float | None = None
-    drain_until: float | None = None
-    _stdin: bytes = b""
-    _selector: selectors.BaseSelector = field(default_factory=selectors.DefaultSelector)
-    _pidfd: int | None = None
-
-    def __post_init__(self) -> None:
-        self.stdout = TailBuffer(self.limit)
-        self.stderr = TailBuffer(self.limit)
-        for stream, sink in ((self.proc.stdout, self.stdout), (self.proc.stderr, self.stderr)):
-            if stream is not None:
-                os.set_blocking(stream.fileno(), False)
-                self._selector.register(stream, selectors.EVENT_READ, sink)
-        self._selector.register(self.token.fileno(), selectors.EVENT_READ, "cancel")
-        if hasattr(os, "pidfd_open"):
-            self._pidfd = os.pidfd_open(self.proc.pid)
-            self._selector.register(self._pidfd, selectors.EVENT_READ, "exit")
-
-    def feed_stdin(self, data: bytes) -> None:
-        stdin = self.proc.stdin
-        if stdin is None:
-            return
-        if not data:
-            stdin.close()
-            return
-        self._stdin = data
-        os.set_blocking(stdin.fileno(), False)
-        self._selector.register(stdin, selectors.EVENT_WRITE, "stdin")
-
-    def loop(self) -> None:
-        try:
-            while not self._done():
-                for key, _ in self._selector.select(self._wait_s()):
-                    self._on_ready(key)
-                self._check_clocks()
-                if self._pidfd is None and self.returncode is None:
-                    self._on_exit()
-        finally:
-            self._close()
-
-    def _done(self) -> bool:
-        if self.returncode is None:
-            return False
-        streams_open = any(
-            isinstance(k.data, TailBuffer) for k in self._selector.get_map().values()
-        )
-        return not streams_open or monotonic() >= (self.drain_until or 0.0)
-
-    def _wait_s(self) -> float | None:
-        now = monotonic()
-        marks = [self.drain_until, self.kill_at]
-        if self.timeout_s is not None and not self.timed_out and not self.cancelled:
-            marks.append(self.started + self.timeout_s)
-        waits = [max(0.0, mark - now) for mark in marks if mark is not None]
-        if self._pidfd is None and self.returncode is None:
-            waits.append(0.05)  # no pidfd on this platform: poll for the exit
-        return min(waits) if waits else None
-
-    def _on_ready(self, key: selectors.SelectorKey) -> None:
-        if isinstance(key.data, TailBuffer):
-            try:
-                chunk = os.read(key.fd, _CHUNK)
-            except BlockingIOError:
-                return
-            if chunk:
-                key.data.feed(chunk)
-            else:
-                self._selector.unregister(key.fileobj)
-        elif key.data == "stdin":
-            self._write_stdin(key.fileobj)
-        elif key.data == "cancel":
-            self.token.drain()
-            if not self.cancelled and self.returncode is None:
-                self.cancelled = True
-                self._terminate(self.token.grace_s)
-        elif key.data == "exit":
-            self._on_exit()
-
-    def _write_stdin(self, stream: Any) -> None:
-        try:
-            written = os.write(stream.fileno(), self._stdin[:_CHUNK])
-        except BlockingIOError:
-            return
-        except BrokenPipeError:
-            written = len(self._stdin)  # the command does not read its input
-        self._stdin = self._stdin[written:]
-        if not self._stdin:
-            self._selector.unregister(stream)
-            with contextlib.suppress(BrokenPipeError):
-                stream.close()
-
-    def _check_clocks(self) -> None:
-        now = monotonic()
-        if self.returncode is not None:
-            return
-        if (
-            self.timeout_s is not None
-            and not self.timed_out
-            and not self.cancelled
-            and now >= self.started + self.timeout_s
-        ):
-            self.timed_out = True
-            self._terminate(TIMEOUT_KILL_GRACE_S)
-        if self.kill_at is not None and now >= self.kill_at:
-            self._signal_group(signal.SIGKILL)
-            self.kill_at = None
-
-    def _terminate(self, grace_s: float) -> None:
-        self._signal_group(signal.SIGTERM)
-        self.kill_at = monotonic() + grace_s
-
-    def _signal_group(self, sig: signal.Signals) -> None:
-        # The exited leader stays a zombie until `poll` reaps it, so its group id cannot
-        # have been reused by then.
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, sig)
-
-    def _on_exit(self) -> None:
-        if self._pidfd is None and self.proc.poll() is None:
-            return
-        if self.timed_out or self.cancelled:
-            self._signal_group(signal.SIGKILL)  # stragglers of a stopped command go too
-        self.returncode = self.proc.wait()
-        self.kill_at = None
-        self.drain_until = monotonic() + EXIT_DRAIN_S
-        self._close_pidfd()
-
-    def _close_pidfd(self) -> None:
-        if self._pidfd is not None:
-            self._selector.unregister(self._pidfd)
-            os.close(self._pidfd)
-            self._pidfd = None
-
-    def _close(self) -> None:
-        if self.returncode is None:
-            # Only a bug in the loop gets here; never leave the command running unwatched.
-            self._signal_group(signal.SIGKILL)
-            self.returncode = self.proc.wait()
-        self._close_pidfd()
-        self._selector.close()
-
-    def result(self, ids: dict[str, Any]) -> EffectResult:
-        code = self.returncode
-        output: dict[str, Any] = {
-            "exit_code": code if code is not None and code >= 0 else None,
-            "signal": signal.Signals(-code).name if code is not None and code < 0 else None,
-            "stdout": self.stdout.text(),
-            "stderr": self.stderr.text(),
-            "stdout_truncated_bytes": self.stdout.dropped,
-            "stderr_truncated_bytes": self.stderr.dropped,
-            "duration_ms": round((monotonic() - self.started) * 1000),
-            "timed_out": self.timed_out,
-        }
-        if self.cancelled:
-            return EffectResult(**ids, ok=False, output=output, error="cancelled", cancelled=True)
-        if self.timed_out:
-            return EffectResult(
-                **ids, ok=False, output=output, error=f"timed out after {self.timeout_s:g}s"
+        return EffectResult(**ids, ok=False, error=f"cannot prepare the attempt: {exc}")
+    try:
+        attempts.write_spec(path, _spec(step, ctx, timeout_s))
+        with (path / "supervisor.log").open("wb") as log_file:
+            # The first process forks the supervisor away and exits at once.
+            subprocess.run(  # noqa: S603 - our own script, by absolute path
+                [sys.executable, "-I", str(SUPERVISOR), str(path), str(lock_fd)],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=log_file,
+                pass_fds=(lock_fd,),
+                start_new_session=True,
+                check=True,
             )
-        if code == 0:
-            return EffectResult(**ids, ok=True, output=output)
-        error = (
-            f"exit code {code}"
-            if code is not None and code >= 0
-            else f"killed by {output['signal']}"
-        )
-        return EffectResult(**ids, ok=False, output=output, error=error)
+    except (OSError, subprocess.CalledProcessError) as exc:
+        # No `spawned` marker: the command never ran, and the next owner would know.
+        return EffectResult(**ids, ok=False, error=f"cannot start the step's supervisor: {exc}")
+    finally:
+        os.close(lock_fd)  # the supervisor holds the same lock from here on
+    token.detachable = True
+    return _outcome(path, ids, _wait(path, attempts.supervisor_pid(path), token, detach))
+
+
+def adopt(
+    path: Path,
+    ids: dict[str, Any],
+    token: CancelToken,
+    *,
+    supervisor_pid: int | None,
+    detach: threading.Event,
+) -> EffectResult:
+    """Wait for an attempt a previous runtime started (its supervisor is not our child).
+
+    Raises:
+        Detached: the runtime closed first; the attempt runs on.
+    """
+    token.detachable = True
+    pid = supervisor_pid or attempts.supervisor_pid(path)
+    pid = pid if pid and _is_supervisor_of(pid, path) else None
+    return _outcome(path, ids, _wait(path, pid, token, detach))
+
+
+def _spec(step: CommandStep, ctx: EffectContext, timeout_s: float | None) -> dict[str, Any]:
+    return {
+        "argv": list(step.argv),
+        "env": command_env(step, ctx),
+        "cwd": step.cwd,
+        "input": ctx.input_json,
+        "timeout_s": timeout_s,
+        "kill_grace_s": TIMEOUT_KILL_GRACE_S,
+        "output_limit_bytes": ctx.output_limit_bytes,
+    }
+
+
+def _wait(path: Path, pid: int | None, token: CancelToken, detach: threading.Event) -> bool:
+    """Wait until the attempt ends; True when its supervisor was seen to exit."""
+    pidfd = None
+    if pid is not None:
+        with contextlib.suppress(ProcessLookupError, OSError):
+            pidfd = os.pidfd_open(pid)
+    if pid is None or pidfd is None:
+        _wait_for_lock(path, token, detach)
+        return False
+    selector = selectors.DefaultSelector()
+    try:
+        selector.register(pidfd, selectors.EVENT_READ, "exit")
+        selector.register(token.fileno(), selectors.EVENT_READ, "cancel")
+        forwarded = False
+        while True:
+            if detach.is_set():
+                raise Detached(str(path))
+            for key, _ in selector.select(LOCK_POLL_S):
+                if key.data == "exit":
+                    return True
+                if not forwarded:
+                    forwarded = True
+                    _forward_cancel(path, pid, token.grace_s)
+    finally:
+        selector.close()
+        os.close(pidfd)
+
+
+def _wait_for_lock(path: Path, token: CancelToken, detach: threading.Event) -> None:
+    """The supervisor is gone but its command may live on: wait while the lock is held."""
+    while attempts.lock_held(path):
+        if detach.is_set():
+            raise Detached(str(path))
+        token.wait(LOCK_POLL_S)
+
+
+def _forward_cancel(path: Path, pid: int, grace_s: float) -> None:
+    with contextlib.suppress(OSError):
+        (path / ".cancel.json.tmp").write_text(json.dumps({"grace_s": grace_s}))
+        (path / ".cancel.json.tmp").replace(path / "cancel.json")
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, signal.SIGTERM)
+
+
+def _is_supervisor_of(pid: int, path: Path) -> bool:
+    """Whether `pid` is still the supervisor of this attempt (not a reused pid)."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return str(path).encode() in argv and str(SUPERVISOR).encode() in argv
+
+
+def _outcome(path: Path, ids: dict[str, Any], exited: bool) -> EffectResult:
+    found = attempts.read_result(path)
+    if found is None:
+        why = "its supervisor" if exited else "its supervisor (or the command)"
+        error = f"the step's outcome is unknown: {why} stopped without recording it"
+        return EffectResult(**ids, ok=False, error=error, ambiguous=True)
+    return result_of(found, ids)
+
+
+def result_of(found: dict[str, Any], ids: dict[str, Any]) -> EffectResult:
+    """The attempt's result as the supervisor recorded it."""
+    return EffectResult(
+        **ids,
+        ok=bool(found.get("ok")),
+        output=found.get("output"),
+        error=found.get("error"),
+        cancelled=bool(found.get("cancelled")),
+    )

@@ -1,19 +1,30 @@
-"""Starts effect attempts (and Python flow sessions) on their own threads."""
+"""Starts effect attempts (and Python flow sessions) on their own threads.
+
+Command attempts run under supervisor processes (see `command.py`) with their
+directories under the runner's `Home`; the runner also answers what an attempt
+dispatched by an earlier owner did (`probe`) and adopts one still running.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import tempfile
+import threading
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
 
 import structlog
 
 from looms_runtime._cancel import CancelToken
-from looms_runtime._effects.command import run_command
+from looms_runtime._effects import attempts
+from looms_runtime._effects.command import Detached, adopt, run_command
 from looms_runtime._effects.context import EffectContext
 from looms_runtime._effects.http import HttpLoop
 from looms_runtime._effects.python import run_python
 from looms_runtime._history.definitions import CommandStep, EffectStep, HttpStep, PythonStep
 from looms_runtime._history.outcome import EffectResult
 from looms_runtime._workers.pool import ThreadPool
+from looms_runtime.host import boot_id
 
 log = structlog.get_logger()
 
@@ -21,9 +32,29 @@ log = structlog.get_logger()
 class EffectRunner:
     """Runs attempts outside the runs' actors: a long command holds no run worker."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, attempts_dir: Path | None = None) -> None:
         self._pool = ThreadPool("looms-effect", None)
         self._http = HttpLoop()
+        self._root = attempts_dir
+        self._root_made = False
+        self._boot = boot_id()
+        self._detach = threading.Event()
+        self._lock = threading.Lock()
+
+    @property
+    def home(self) -> attempts.Home:
+        """Where command attempts of this runtime keep their directories."""
+        with self._lock:
+            if self._root is None:
+                # No state directory given: attempts still run supervised, but a later
+                # runtime (with another temporary root) cannot adopt them.
+                self._root = Path(tempfile.mkdtemp(prefix="looms-attempts-"))
+            if not self._root_made:
+                # Before any dispatch names it: a missing root then means it was wiped,
+                # and a missing attempt directory that its attempt never started.
+                self._root.mkdir(parents=True, exist_ok=True, mode=0o700)
+                self._root_made = True
+            return attempts.Home(root=self._root, boot=self._boot)
 
     def launch(
         self,
@@ -32,38 +63,93 @@ class EffectRunner:
         on_done: Callable[[EffectResult], None],
         *,
         timeout_s: float | None,
+        path: Path | None = None,
+        restart: bool = False,
     ) -> CancelToken:
         """Start one attempt; `on_done` gets its result on the effect's thread.
 
         `timeout_s` is the attempt's own limit (its step's timeout, or less when the
-        step's overall deadline comes first).
+        step's overall deadline comes first). A command attempt runs in `path` (by
+        default its directory under `home`); `restart` starts one that a previous
+        owner dispatched but provably never started.
         """
         token = CancelToken()
+        where = path or self.home.path(ctx.run_id, ctx.effect_id, ctx.attempt)
+        ids = {"effect_id": ctx.effect_id, "attempt": ctx.attempt}
+        self._submit(
+            lambda: self._run(step, ctx, token, timeout_s, where, restart), ids, token, on_done
+        )
+        return token
 
+    def adopt(
+        self,
+        path: Path,
+        ids: Mapping[str, Any],
+        on_done: Callable[[EffectResult], None],
+        *,
+        supervisor_pid: int | None,
+    ) -> CancelToken:
+        """Wait for a command attempt a previous owner started and that still runs."""
+        token = CancelToken()
+        self._submit(
+            lambda: adopt(
+                path, dict(ids), token, supervisor_pid=supervisor_pid, detach=self._detach
+            ),
+            ids,
+            token,
+            on_done,
+        )
+        return token
+
+    def probe(self, marker: Mapping[str, str] | None, path: Path) -> attempts.Probe:
+        """What a command attempt dispatched earlier did (see `attempts.probe`)."""
+        return attempts.probe(dict(marker) if marker else None, path, boot=self._boot)
+
+    def _submit(
+        self,
+        work: Callable[[], EffectResult],
+        ids: Mapping[str, Any],
+        token: CancelToken,
+        on_done: Callable[[EffectResult], None],
+    ) -> None:
         def attempt() -> None:
             try:
-                result = self._run(step, ctx, token, timeout_s)
+                result = work()
+            except Detached:
+                log.info("effect_detached", **ids)
+                return  # the attempt runs on; the next runtime adopts it
             except Exception as exc:
-                log.exception("effect_crashed", run_id=ctx.run_id, effect_id=ctx.effect_id)
-                result = EffectResult(
-                    effect_id=ctx.effect_id, attempt=ctx.attempt, ok=False, error=repr(exc)
-                )
+                log.exception("effect_crashed", **ids)
+                result = EffectResult(**ids, ok=False, error=repr(exc))
             finally:
                 token.close()
             on_done(result)
 
         self._pool.submit(attempt)
-        return token
 
     def start(self, task: Callable[[], None]) -> None:
         """Run `task` (a Python flow session) on an effect thread."""
         self._pool.submit(task)
 
     def _run(
-        self, step: EffectStep, ctx: EffectContext, token: CancelToken, timeout_s: float | None
+        self,
+        step: EffectStep,
+        ctx: EffectContext,
+        token: CancelToken,
+        timeout_s: float | None,
+        path: Path,
+        restart: bool,
     ) -> EffectResult:
         if isinstance(step, CommandStep):
-            return run_command(step, ctx, token, timeout_s=timeout_s)
+            return run_command(
+                step,
+                ctx,
+                token,
+                timeout_s=timeout_s,
+                path=path,
+                detach=self._detach,
+                restart=restart,
+            )
         if isinstance(step, PythonStep):
             return run_python(step, ctx, token, timeout_s=timeout_s)
         if isinstance(step, HttpStep):
@@ -71,7 +157,9 @@ class EffectRunner:
         raise TypeError(f"no executor for {step.kind} steps")
 
     def close(self, timeout_s: float) -> bool:
-        """Wait for running attempts up to `timeout_s`; True when none is left."""
+        """Detach from supervised attempts, wait for the others up to `timeout_s`; True
+        when none is left."""
+        self._detach.set()
         done = self._pool.shutdown(timeout_s)
         self._http.close(timeout_s)
         return done

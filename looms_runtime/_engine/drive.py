@@ -20,7 +20,9 @@ from dataclasses import dataclass
 
 import structlog
 
+from looms_runtime._effects import attempts
 from looms_runtime._effects.launch import EffectRunner
+from looms_runtime._engine.adoption import reattach
 from looms_runtime._engine.attempts import attempt_limit_s, effect_context
 from looms_runtime._engine.flow_host import FlowHost
 from looms_runtime._engine.jobs import Unflushed, append_job, releases
@@ -166,6 +168,7 @@ class Engine:
         elif slot.run is None and isinstance(op.seed, NewRun):
             # Seeded here, on a worker, so that `start_runs` returns right after its commit.
             slot.run = seeded(op.seed, self._flows.get(op.seed.flow, op.seed.version))
+        fresh = slot.run is None or isinstance(op.seed, LoadedRun)
         run = slot.run
         if run is None:
             run = load_owned_run(self._db, self._flows, slot.run_id, owner=self._config.owner)
@@ -178,10 +181,26 @@ class Engine:
         pending: list[NewEvent] = []
         state = run.state
         first: Move | None = None
+        if fresh and not isinstance(op.seed, NewRun):
+            found = reattach(
+                slot,
+                run,
+                state,
+                runner=self._runner,
+                now_ms=self._clock_ms(),
+                env_prefix=self._config.env_prefix,
+                output_limit_bytes=self._config.output_limit_bytes,
+                on_done=lambda result: self._effect_done(slot.run_id, result),
+            )
+            pending.extend(found.events)
+            state = found.state
         if op.kind == "outcome" and op.result is not None:
             slot.in_flight = None
             slot.in_flight_effect = None
             slot.abandon_at = None
+            if slot.attempt_dir is not None:
+                slot.discard.append(slot.attempt_dir)
+                slot.attempt_dir = None
             now = self._clock_ms()
             recorded = outcome_events(state, run.flow, op.result, now_ms=now)
             pending.extend(recorded or (late_outcome(op.result),))
@@ -237,6 +256,7 @@ class Engine:
                 # A closing runtime starts nothing new: the run resumes at the next start.
                 decision = Idle("closing")
             if isinstance(decision, Dispatch):
+                decision = self._supervised(decision)
                 pending.append(decision.event)
                 state = apply(state, decision.event)
             if pending or consumed:
@@ -291,13 +311,31 @@ class Engine:
             slot.unflushed = Unflushed(job=job, run=run, state=state, then=decision)
             self._retry_later(slot.run_id, RETRY_MIN_MS)
             return False
-        self._committed(run, job, state)
+        self._committed(slot, run, job, state)
         return True
 
-    def _committed(self, run: LoadedRun, job: AppendJob, state: RunState) -> None:
+    def _committed(self, slot: Slot, run: LoadedRun, job: AppendJob, state: RunState) -> None:
         run.state = state
         if job.snapshot is not None:
             run.snapshot_seq = job.snapshot.seq
+        # Outcomes read from attempt directories are durable now: the files may go.
+        for path in slot.discard:
+            attempts.discard(path)
+        slot.discard.clear()
+
+    def _supervised(self, decision: Dispatch) -> Dispatch:
+        """A command's dispatch records where its attempt runs, for whoever owns the run
+        next (see `adoption`)."""
+        if decision.step.kind != "command":
+            return decision
+        payload = {**decision.event.payload, "supervised": self._runner.home.marker()}
+        event = NewEvent(decision.event.type, payload, decision.event.version)
+        return Dispatch(
+            event=event,
+            step=decision.step,
+            attempt=decision.attempt,
+            deadline_at=decision.deadline_at,
+        )
 
     def _flush_deferred(self, slot: Slot) -> None:
         """Retry a deferred append with its original fence.
@@ -320,7 +358,7 @@ class Engine:
                 return
         slot.unflushed = None
         slot.run = pending.run
-        self._committed(pending.run, pending.job, pending.state)
+        self._committed(slot, pending.run, pending.job, pending.state)
         self._follow(slot, pending.run, pending.state, pending.then)
 
     def _follow(self, slot: Slot, run: LoadedRun, state: RunState, decision: Move) -> None:
@@ -366,8 +404,16 @@ class Engine:
         slot.in_flight_effect = step.id
         slot.abandon_at = None
         timeout_s = attempt_limit_s(step.timeout_s, decision.event, self._clock_ms())
+        path = None
+        if step.kind == "command":
+            path = self._runner.home.path(run_id, step.id, decision.attempt)
+        slot.attempt_dir = path
         slot.in_flight = self._runner.launch(
-            step, ctx, lambda result: self._effect_done(run_id, result), timeout_s=timeout_s
+            step,
+            ctx,
+            lambda result: self._effect_done(run_id, result),
+            timeout_s=timeout_s,
+            path=path,
         )
 
     def _effect_done(self, run_id: str, result: EffectResult) -> None:

@@ -5,7 +5,9 @@
 - Takeover: every second, owners whose lease lapsed are looked for (a read of the
   small owners table); their runs, and every half lease any run without a live
   owner, are claimed (their lease epoch bumped, which fences a zombie owner) and
-  driven here. A dead daemon's runs move within about one lease.
+  driven here. A dead daemon's runs move within about one lease. An owner on this
+  boot of this host whose process is provably gone (`looms_runtime.host`) lapses at
+  once: a daemon restarted after a crash takes its predecessor's runs at its start.
 - Requests: cancels and signals recorded by other processes (a CLI) are noticed by a
   cheap indexed poll, since only the owner of a run may append to it.
 - Sweep: our runs that should be moving but are not known to any worker here (a
@@ -30,7 +32,9 @@ from looms_runtime._store.control import (
     any_orphans,
     claim_runs,
     heartbeat,
+    lapse_owners,
     lapsed_owner_runs,
+    local_owners,
     release_owner,
     stranded_runs,
 )
@@ -39,6 +43,7 @@ from looms_runtime._store.reads import runs_with_new_requests
 from looms_runtime._store.retention import drop_tombstones, purge_settled
 from looms_runtime.db import Database
 from looms_runtime.errors import LoomsError
+from looms_runtime.host import ProcessId
 
 log = structlog.get_logger()
 
@@ -96,6 +101,7 @@ class Maintenance:
         self._next_sweep = 0
         self._next_purge = 0
         self._polled_at = 0
+        self._process = ProcessId.current()
         # A heartbeat must land well inside every lease, however short the lease is.
         self._period_s = min(REQUEST_POLL_S, lease_ms / 3000)
 
@@ -104,6 +110,7 @@ class Maintenance:
         now = self._clock_ms()
         with driver_errors(), self._db.write() as conn:
             self._heartbeat(conn, now, starting=True)
+            self._lapse_dead(conn, now)
             claimed = claim_runs(conn, owner=self._owner, now_ms=now, include_own=True)
         self._polled_at = now
         self._next_heartbeat = now + self._lease_ms // 3
@@ -135,12 +142,26 @@ class Maintenance:
             except LoomsError as exc:
                 log.warning("maintenance_failed", error_code=exc.code, error=exc.message)
 
+    def _lapse_dead(self, conn: Connection, now: int) -> bool:
+        """Lapse the leases of owners on this host whose process is gone; True if any."""
+        found = local_owners(conn, owner=self._owner, boot_id=self._process.boot, now_ms=now)
+        gone = [owner for owner, process in found if process.gone()]
+        if gone:
+            log.warning("owners_gone", owners=gone)
+            lapse_owners(conn, gone, now_ms=now)
+        return bool(gone)
+
     def _tick(self) -> None:
         now = self._clock_ms()
         if now >= self._next_heartbeat:
             with driver_errors(), self._db.write() as conn:
                 self._heartbeat(conn, now, starting=False)
             self._next_heartbeat = now + self._lease_ms // 3
+        with driver_errors(), self._db.read() as conn:
+            local = local_owners(conn, owner=self._owner, boot_id=self._process.boot, now_ms=now)
+        if any(process.gone() for _, process in local):
+            with driver_errors(), self._db.write() as conn:
+                self._lapse_dead(conn, now)
         since = self._polled_at - REQUEST_POLL_OVERLAP_MS
         with driver_errors(), self._db.read() as conn:
             requested = runs_with_new_requests(conn, owner=self._owner, since_ms=since)
@@ -211,4 +232,6 @@ class Maintenance:
             now_ms=now,
             expires_at=now + self._lease_ms,
             starting=starting,
+            boot_id=self._process.boot or None,
+            process_start=self._process.started,
         )

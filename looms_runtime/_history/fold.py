@@ -170,6 +170,7 @@ def _dispatched(state: RunState, p: Mapping[str, Any]) -> RunState:
         last_error=previous.last_error if previous else None,
         name=_opt_str(p.get("name")),
         give_up_at=previous.give_up_at if previous else _opt_int(p.get("give_up_at")),
+        supervised=_opt_marker(p.get("supervised")),
     )
     return dataclasses.replace(state, effects={**state.effects, effect_id: effect})
 
@@ -351,3 +352,9 @@ def _opt_int(value: Any) -> int | None:
 
 def _opt_str(value: Any) -> str | None:
     return None if value is None else str(value)
+
+
+def _opt_marker(value: Any) -> dict[str, str] | None:
+    if value is None:
+        return None
+    return {str(key): str(item) for key, item in dict(value).items()}

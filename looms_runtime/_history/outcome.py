@@ -16,6 +16,8 @@ class EffectResult:
         error: why the attempt failed; None when it succeeded.
         cancelled: the attempt was stopped because its run is being cancelled.
         retryable: False when the failure must not be retried (whatever the policy).
+        ambiguous: whether the attempt ran cannot be known (its supervisor stopped
+            without recording an outcome): the step is ambiguous, as after a crash.
     """
 
     effect_id: str
@@ -25,3 +27,4 @@ class EffectResult:
     error: str | None = None
     cancelled: bool = False
     retryable: bool = True
+    ambiguous: bool = False

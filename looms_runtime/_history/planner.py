@@ -317,6 +317,9 @@ def outcome_events(
     if effect is None or effect.attempt != result.attempt or effect.status != "dispatched":
         return ()
     ids = {"effect_id": effect.effect_id, "attempt": effect.attempt}
+    if result.ambiguous:
+        reason = result.error or "its outcome is unknown"
+        return (new_event(EventType.EFFECT_AMBIGUOUS, **ids, timed_out=False, reason=reason),)
     if result.ok:
         return (new_event(EventType.EFFECT_SUCCEEDED, **ids, output=result.output),)
     if result.cancelled or state.cancel_requested:

@@ -29,7 +29,9 @@ class EffectState:
     """An outstanding effect: dispatched, waiting to retry, stuck or finally failed.
 
     `name` is the step name a Python flow gave (None for steps flows, whose effect id
-    is the step id); `give_up_at` is when the step's overall deadline passes.
+    is the step id); `give_up_at` is when the step's overall deadline passes;
+    `supervised` is where a supervised command attempt runs (boot and root of its
+    attempt directory, see `_effects.attempts`), so a later owner can tell what it did.
     """
 
     effect_id: str
@@ -46,6 +48,7 @@ class EffectState:
     last_error: str | None = None
     name: str | None = None
     give_up_at: int | None = None
+    supervised: Mapping[str, str] | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -92,7 +95,7 @@ class RunState:
 
 
 _OPTIONAL_RUN: dict[str, Any] = {"flow_kind": "steps", "journal": ()}
-_OPTIONAL_EFFECT: dict[str, Any] = {"name": None, "give_up_at": None}
+_OPTIONAL_EFFECT: dict[str, Any] = {"name": None, "give_up_at": None, "supervised": None}
 
 
 def state_to_json(state: RunState) -> dict[str, Any]:

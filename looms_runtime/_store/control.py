@@ -18,6 +18,7 @@ from looms_runtime._store.bulk import upsert_insert
 from looms_runtime._store.driver import driver_errors
 from looms_runtime.db import Database
 from looms_runtime.errors import SignalConflictError
+from looms_runtime.host import ProcessId
 from looms_runtime.schema import UNSETTLED, inbox, owners, runs
 
 
@@ -98,15 +99,47 @@ def heartbeat(
     now_ms: int,
     expires_at: int,
     starting: bool,
+    boot_id: str | None = None,
+    process_start: int | None = None,
 ) -> None:
     """Create or renew this owner's lease; runs of owners whose lease lapsed may be taken."""
-    values = {"host": host, "pid": pid, "heartbeat_at": now_ms, "expires_at": expires_at}
+    values: dict[str, Any] = {
+        "host": host,
+        "pid": pid,
+        "heartbeat_at": now_ms,
+        "expires_at": expires_at,
+        "boot_id": boot_id,
+        "process_start": process_start,
+    }
     if starting:
         values["started_at"] = now_ms
     stmt = upsert_insert(dialect, owners).on_conflict_do_update(
         index_elements=["owner"], set_=values
     )
     conn.execute(stmt, {"owner": owner, "started_at": now_ms, **values})
+
+
+def local_owners(
+    conn: Connection, *, owner: str, boot_id: str, now_ms: int
+) -> list[tuple[str, ProcessId]]:
+    """Other owners on this boot of this host whose lease still runs, with their processes."""
+    if not boot_id:
+        return []
+    query = sa.select(owners.c.owner, owners.c.pid, owners.c.process_start).where(
+        owners.c.boot_id == boot_id, owners.c.owner != owner, owners.c.expires_at >= now_ms
+    )
+    return [
+        (row.owner, ProcessId(boot=boot_id, pid=row.pid, started=row.process_start))
+        for row in conn.execute(query)
+    ]
+
+
+def lapse_owners(conn: Connection, owners_gone: list[str], *, now_ms: int) -> None:
+    """End the leases of owners whose process is provably gone (their runs may be taken)."""
+    if owners_gone:
+        conn.execute(
+            sa.update(owners).where(owners.c.owner.in_(owners_gone)).values(expires_at=now_ms - 1)
+        )
 
 
 def release_owner(conn: Connection, *, owner: str, now_ms: int) -> None:

@@ -45,6 +45,8 @@ class Slot:
 
     __slots__ = (
         "abandon_at",
+        "attempt_dir",
+        "discard",
         "flow",
         "in_flight",
         "in_flight_effect",
@@ -72,6 +74,10 @@ class Slot:
         """An answer to the session's last ask, sent once the ask's events are durable."""
         self.abandon_at: int | None = None
         """When an attempt still running under a cancel is given up (epoch ms)."""
+        self.attempt_dir: Any = None
+        """The directory of the supervised command attempt in flight, if any."""
+        self.discard: list[Any] = []
+        """Attempt directories to remove once the outcome they hold is durable."""
 
     def idle(self) -> bool:
         return (
@@ -178,10 +184,15 @@ class Actors:
             slot = self._slots.get(run_id)
             return None if slot is None else slot.in_flight
 
-    def busy_effects(self) -> int:
-        """Effects running now for this runtime's runs."""
+    def busy_effects(self, *, detachable: bool = True) -> int:
+        """Effects running now for this runtime's runs (without `detachable`: only those
+        that run in this process and would be lost with it)."""
         with self._lock:
-            return sum(1 for slot in self._slots.values() if slot.in_flight is not None)
+            return sum(
+                1
+                for slot in self._slots.values()
+                if slot.in_flight is not None and (detachable or not slot.in_flight.detachable)
+            )
 
     def shutdown(self, timeout_s: float) -> None:
         """Take no more operations; let the workers finish the queued ones."""

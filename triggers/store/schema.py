@@ -66,6 +66,8 @@ triggers = sa.Table(
     # The ledger row a following range of the same outcome and reason may extend;
     # cleared whenever any other row is written for the trigger.
     sa.Column("open_range_id", sa.BigInteger, nullable=True),
+    # The run that blocks new launches: active, and waiting for an operator (parked).
+    sa.Column("blocked_by", sa.String(64), nullable=True),
     sa.Column("created_at", UtcDateTime, nullable=False),
     sa.Column("updated_at", UtcDateTime, nullable=False),
 )
@@ -85,6 +87,8 @@ fires = sa.Table(
     sa.Column("reason", sa.String(32), nullable=True),
     sa.Column("run_id", sa.String(64), nullable=True),
     sa.Column("supersedes_run_id", sa.String(64), nullable=True),
+    # An occurrence skipped with reason `blocked`: the run that blocked it.
+    sa.Column("blocked_by", sa.String(64), nullable=True),
     sa.Column("revision", sa.Integer, nullable=True),
     sa.Column("host", sa.String(255), nullable=True),
     sa.Column("claimed_at", UtcDateTime, nullable=True),
@@ -112,6 +116,10 @@ heartbeats = sa.Table(
     sa.Column("started_at", UtcDateTime, nullable=False),
     sa.Column("last_tick_at", UtcDateTime, nullable=False),
     sa.Column("stopped_at", UtcDateTime, nullable=True),
+    # The daemon's process as its host can tell it apart: on the same boot, a dead
+    # daemon's reservations are taken at once, not after their lease.
+    sa.Column("boot_id", sa.String(64), nullable=True),
+    sa.Column("process_start", sa.BigInteger, nullable=True),
 )
 
 meta = sa.Table(

@@ -1,0 +1,183 @@
+"""Attempt directories: where a supervised command attempt leaves what it did.
+
+Each command attempt gets `ROOT/<run_id>/<effect>-<attempt>/` (the files are listed
+in `supervisor.py`). The directory is made with `mkdir`, which is the arbiter: of two
+processes that would start the same attempt (a zombie owner and its heir), only the
+one that made the directory starts it.
+
+`probe` reads what an attempt left, and answers with certainty what can be known:
+
+- `Finished`: the supervisor wrote the outcome;
+- `Running`: the lock is held, so the supervisor (or the command) is alive;
+- `NeverStarted`: the attempt was dispatched on this boot, and no command was ever
+  started for it (no directory, or no `spawned` marker, and the lock is free);
+- `Unknown`: anything else (another host, a reboot, a supervisor killed while its
+  command ran): the step is ambiguous.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """The supervisor's outcome record (`result.json`)."""
+
+    result: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Running:
+    """The supervisor (or at least its command) is still alive."""
+
+    supervisor_pid: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class NeverStarted:
+    """No command was ever started for the attempt: starting it now is safe."""
+
+
+@dataclass(frozen=True, slots=True)
+class Unknown:
+    """What the attempt did cannot be known here."""
+
+    why: str
+
+
+Probe = Finished | Running | NeverStarted | Unknown
+
+
+@dataclass(frozen=True, slots=True)
+class Home:
+    """Where this runtime keeps attempt directories, and on which boot."""
+
+    root: Path
+    boot: str
+
+    def marker(self) -> dict[str, str]:
+        """What a dispatch records of where its attempt runs (see `probe`)."""
+        return {"boot": self.boot, "root": str(self.root)}
+
+    def path(self, run_id: str, effect_id: str, attempt: int) -> Path:
+        return attempt_path(self.root, run_id, effect_id, attempt)
+
+
+def attempt_path(root: Path, run_id: str, effect_id: str, attempt: int) -> Path:
+    return root / quote(run_id, safe="") / f"{quote(effect_id, safe='')}-{attempt}"
+
+
+class AttemptTaken(Exception):  # noqa: N818 - a condition the caller expects, not a failure
+    """Another process made this attempt's directory first: it runs the attempt."""
+
+
+def claim(path: Path, *, restart: bool = False) -> int:
+    """Make the attempt's directory and take its lock; returns the locked descriptor.
+
+    With `restart`, a directory left by an owner that never started the command
+    (no `spawned` marker, lock free) is taken over and emptied.
+
+    Raises:
+        AttemptTaken: another process starts (or started) this attempt.
+        OSError: the directory cannot be made (disk full, permissions).
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(mode=0o700)
+    except FileExistsError:
+        if not restart:
+            raise AttemptTaken(str(path)) from None
+    fd = os.open(path / "lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise AttemptTaken(str(path)) from None
+    if (path / "spawned").exists() or (path / "result.json").exists():
+        os.close(fd)
+        raise AttemptTaken(str(path))
+    for leftover in ("spec.json", "status.json", "supervisor.pid", "cancel.json", "supervisor.log"):
+        with contextlib.suppress(FileNotFoundError):
+            (path / leftover).unlink()
+    return fd
+
+
+def write_spec(path: Path, spec: dict[str, Any]) -> None:
+    # 0600: the spec holds the step's environment, which may hold secrets.
+    fd = os.open(path / "spec.json", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as stream:
+        json.dump(spec, stream)
+
+
+def read_result(path: Path) -> dict[str, Any] | None:
+    try:
+        found: dict[str, Any] = json.loads((path / "result.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return found
+
+
+def supervisor_pid(path: Path) -> int | None:
+    """The pid the attempt's supervisor recorded, if it got that far."""
+    with contextlib.suppress(OSError, ValueError):
+        return int((path / "supervisor.pid").read_text())
+    return None
+
+
+def lock_held(path: Path) -> bool:
+    """Whether some process (a supervisor, or the command it started) holds the lock."""
+    try:
+        fd = os.open(path / "lock", os.O_RDWR)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing our own description releases a lock we took
+    return False
+
+
+def probe(marker: dict[str, Any] | None, path: Path, *, boot: str) -> Probe:
+    """What a dispatched attempt did (see the module docstring).
+
+    `marker` is what its dispatch recorded (`Home.marker`), or None when it ran
+    unsupervised.
+    """
+    if not marker or not boot:
+        return Unknown("the attempt was not supervised")
+    result = read_result(path)
+    if result is not None:
+        return Finished(result)
+    if marker.get("boot") != boot:
+        return Unknown("dispatched on another host or before a reboot")
+    if not Path(str(marker.get("root"))).is_dir():
+        return Unknown("its attempt directories are gone")
+    if not path.is_dir():
+        return NeverStarted()
+    if lock_held(path):
+        return Running(supervisor_pid(path))
+    result = read_result(path)  # the supervisor may have finished meanwhile
+    if result is not None:
+        return Finished(result)
+    if not (path / "spawned").exists():
+        return NeverStarted()
+    return Unknown("its supervisor stopped before it recorded an outcome")
+
+
+def discard(path: Path) -> None:
+    """Remove an attempt's directory once its outcome is durable elsewhere (and the
+    run's directory when it is left empty)."""
+    shutil.rmtree(path, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        path.parent.rmdir()
