@@ -68,6 +68,28 @@ class RunSettled:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class RunTransition:
+    """A change of a run's status, handed to `transition_hook` inside the transaction
+    that makes it durable: the run parks (waits for an operator), leaves `parked`
+    again, or settles.
+
+    `status` and `previous` are internal statuses: `active`, `parked`, `completed`,
+    `failed` or `cancelled`.
+    """
+
+    run_id: str
+    status: str
+    previous: str
+    error: str | None
+    idempotency_key: str | None
+    attributes: Mapping[str, Any]
+
+    @property
+    def settled(self) -> bool:
+        return self.status in ("completed", "failed", "cancelled")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class EffectInfo:
     """An outstanding effect of a run (a step not yet completed).
 

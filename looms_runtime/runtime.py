@@ -26,7 +26,7 @@ from looms_runtime._operations.queries import (
 )
 from looms_runtime._operations.requests import cancel_item, deliver_request, retry_item, signal_item
 from looms_runtime._operations.start import start_batch
-from looms_runtime._store.committer import Committer
+from looms_runtime._store.committer import Committer, TransitionHook
 from looms_runtime._store.driver import driver_errors
 from looms_runtime._store.reads import own_active_runs
 from looms_runtime._store.registry import FlowRegistry
@@ -65,6 +65,12 @@ class Runtime:
         max_pending_operations: bound of each run's queue of external requests.
         output_limit_bytes: bytes kept of each stream of a command's output (the tail).
         on_settled: called once a run's final event is durable (a hint: `statuses` is the truth).
+        transition_hook: called with a connection INSIDE the transaction that makes a
+            run's status change durable (it parks, leaves `parked`, or settles), with
+            those changes: what it writes there commits with the runs' own events, so a
+            host's record of them (a scheduler's ledger) is never stale. It runs in a
+            savepoint; if it raises, its writes are rolled back, the error is logged,
+            and the runs' events still commit.
         trim_events: delete the events behind each snapshot (`get_events` then starts
             at the oldest kept event, `replay_to` at the snapshot).
         retention: purge settled runs this long after they settled (hourly, in
@@ -95,6 +101,7 @@ class Runtime:
         retention: timedelta | None = None,
         tombstone_retention: timedelta | None = None,
         attempts_dir: Path | str | None = None,
+        transition_hook: TransitionHook | None = None,
     ) -> None:
         if not owner:
             raise ValueError("owner must be a non-empty string")
@@ -104,7 +111,7 @@ class Runtime:
         self._owner = owner
         self._clock = clock or utc_now
         self._flows = FlowRegistry(db)
-        self._committer = Committer(db, trim=trim_events)
+        self._committer = Committer(db, trim=trim_events, hook=transition_hook)
         self._actors = Actors(
             ThreadPool("looms-worker", workers), max_pending=max_pending_operations
         )

@@ -9,6 +9,7 @@ from looms_runtime._history.planner import Idle, Move, Sleep, next_wake_at
 from looms_runtime._history.state import FOLD_VERSION, RunState, state_hash, state_to_json
 from looms_runtime._store.loading import LoadedRun
 from looms_runtime._store.rows import AppendJob, SnapshotRow
+from looms_runtime.records import RunTransition
 
 
 @dataclass(slots=True, kw_only=True)
@@ -59,6 +60,27 @@ def append_job(
         result=state.result if state.status == "completed" else None,
         snapshot=snapshot,
         consumed=tuple(consumed),
+        transition=transition_of(run, state),
+    )
+
+
+_WATCHED = frozenset({"parked", "completed", "failed", "cancelled"})
+
+
+def transition_of(run: LoadedRun, state: RunState) -> RunTransition | None:
+    """The status change from the run's committed state to `state` that the committer's
+    hook hears of (parking, leaving `parked`, settling), or None."""
+    previous = run.state.status
+    if state.status == previous or (state.status not in _WATCHED and previous != "parked"):
+        return None
+    header = run.header
+    return RunTransition(
+        run_id=header.run_id,
+        status=state.status,
+        previous=previous,
+        error=state.error if state.settled else state.park_reason,
+        idempotency_key=header.idempotency_key,
+        attributes=header.attributes,
     )
 
 

@@ -8,13 +8,19 @@ the commit rate adapts to the load with no timer and no added latency when idle.
 Each append is fenced on its own row, so a lost fence fails that append only. A
 transaction that raises (a driver error) is retried job by job, so one poisoned
 job cannot fail its neighbours.
+
+A run's status changes (it parks, leaves `parked`, settles) are handed to the
+host's transition hook inside the same transaction, so what the host records of
+them (a scheduler's ledger) is durable exactly when the run's own events are. The
+hook runs in a savepoint: if it fails, its writes are rolled back and logged, and
+the runs' events still commit.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Any
 
@@ -27,6 +33,7 @@ from looms_runtime._store.starts import insert_runs
 from looms_runtime._store.writes import append_many
 from looms_runtime.db import Database
 from looms_runtime.errors import DatabaseUnavailableError, RuntimeClosedError
+from looms_runtime.records import RunTransition
 
 log = structlog.get_logger()
 
@@ -34,14 +41,19 @@ MAX_APPENDS_PER_TRANSACTION = 512
 MAX_STARTS_PER_TRANSACTION = 2000
 
 _Item = tuple[AppendJob | StartJob, "Future[Any]"]
+TransitionHook = Callable[[Connection, Sequence[RunTransition]], None]
+"""Called inside the committing transaction with the status changes it holds."""
 
 
 class Committer:
     """The runtime's writer thread (see the module docstring)."""
 
-    def __init__(self, db: Database, *, trim: bool = False) -> None:
+    def __init__(
+        self, db: Database, *, trim: bool = False, hook: TransitionHook | None = None
+    ) -> None:
         self._db = db
         self._trim = trim
+        self._hook = hook
         self._cond = threading.Condition()
         self._queue: deque[_Item] = deque()
         self._stopping = False
@@ -128,6 +140,7 @@ class Committer:
         try:
             with driver_errors(), self._db.write(urgent=urgent) as conn:
                 results = _execute(conn, [job for job, _ in batch], trim=self._trim)
+                self._transitions(conn, [job for job, _ in batch], results)
         except DatabaseUnavailableError as exc:
             # The database itself failed: every job would fail alone too, and retrying
             # each would hold the writer for a connect timeout per job.
@@ -147,6 +160,29 @@ class Committer:
                 future.set_exception(result)
             else:
                 future.set_result(result)
+
+    def _transitions(
+        self, conn: Connection, jobs: Sequence[AppendJob | StartJob], results: Sequence[Any]
+    ) -> None:
+        if self._hook is None:
+            return
+        changed = [
+            job.transition
+            for job, result in zip(jobs, results, strict=True)
+            if isinstance(job, AppendJob)
+            and job.transition is not None
+            and not isinstance(result, BaseException)
+        ]
+        if not changed:
+            return
+        savepoint = conn.begin_nested()
+        try:
+            self._hook(conn, changed)
+        except Exception as exc:  # noqa: BLE001 - the host's failure must not lose the runs'
+            savepoint.rollback()
+            log.error("transition_hook_failed", runs=len(changed), error=repr(exc))
+            return
+        savepoint.commit()
 
 
 def _execute(conn: Connection, jobs: Sequence[AppendJob | StartJob], *, trim: bool) -> list[Any]:

@@ -8,6 +8,7 @@ from typing import Any, NamedTuple
 
 from looms_runtime._history.events import NewEvent, RecordedEvent
 from looms_runtime._history.planner import InboxItem
+from looms_runtime.records import RunTransition
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -120,6 +121,8 @@ class AppendJob:
     result: Any = None
     snapshot: SnapshotRow | None = None
     consumed: Sequence[str] = field(default_factory=tuple)
+    transition: RunTransition | None = None
+    """The status change this append makes durable, for the committer's hook."""
 
     @property
     def last_seq(self) -> int:

@@ -18,7 +18,7 @@ import pytest
 from looms_runtime import Runtime, StartRequest, StepContext
 from looms_runtime.flow import FlowContext
 from tests.factories import MakeRuntime
-from tests.integration.looms.support import wait_for
+from tests.support import wait_for
 
 HERE = __name__
 STARTED = threading.Event()

@@ -28,7 +28,7 @@ import pytest
 
 from looms_runtime import Database, Runtime
 from tests.factories import MakeRuntime
-from tests.integration.looms.support import in_middle_step, lines, wait_for
+from tests.support import in_middle_step, lines, wait_for
 
 CHILD = """
 import sys, threading

@@ -10,7 +10,7 @@ import pytest
 from looms_runtime import Runtime, StartRequest, StepContext
 from looms_runtime.flow import FlowContext, NonRetryableError, Retry, StepFailedError
 from tests.factories import MakeRuntime
-from tests.integration.looms.support import wait_for
+from tests.support import wait_for
 
 HERE = __name__
 CALLS: list[str] = []

@@ -22,7 +22,7 @@ from looms_runtime import (
 from looms_runtime.schema import events, runs
 from looms_runtime.testing import ManualClock
 from tests.factories import MakeRuntime
-from tests.integration.looms.support import wait_for
+from tests.support import wait_for
 
 CALLS = {
     "kind": "steps",

@@ -13,7 +13,7 @@ import pytest
 from looms_runtime import RunInfo, Runtime, StartRequest
 from looms_runtime.testing import ManualClock
 from tests.factories import MakeRuntime
-from tests.integration.looms.support import wait_for
+from tests.support import wait_for
 
 FAIL_UNTIL_THIRD = "import os, sys; sys.exit(0 if os.environ['LOOMS_ATTEMPT'] == '3' else 7)"
 

@@ -16,7 +16,7 @@ import pytest
 from looms_runtime import Runtime, StartRequest
 from looms_runtime._cancel import CancelToken
 from tests.factories import MakeRuntime
-from tests.integration.looms.support import lines, wait_for
+from tests.support import lines, wait_for
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""What the looms integration tests share: the logs their steps append to, and waiting."""
+"""What the tiers share: the logs test steps append to, and waiting for a condition."""
 
 from __future__ import annotations
 
