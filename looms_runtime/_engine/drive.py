@@ -23,14 +23,13 @@ import structlog
 from looms_runtime._effects import attempts
 from looms_runtime._effects.launch import EffectRunner
 from looms_runtime._engine.adoption import reattach
-from looms_runtime._engine.attempts import attempt_limit_s, effect_context
 from looms_runtime._engine.flow_host import FlowHost
 from looms_runtime._engine.jobs import Unflushed, append_job, releases
-from looms_runtime._engine.late import LateOutcomes, abandon_after_ms, abandoned
+from looms_runtime._engine.late import LateOutcomes, abandoned
+from looms_runtime._engine.launches import Launches
 from looms_runtime._engine.reports import log_emitted, log_outcome, settled_record
 from looms_runtime._history.events import NewEvent
 from looms_runtime._history.fold import RunState, apply, fold
-from looms_runtime._history.outcome import EffectResult
 from looms_runtime._history.planner import (
     Dispatch,
     Emit,
@@ -113,6 +112,14 @@ class Engine:
         self._on_settled = on_settled
         self._settled_notify = settled_notify
         self._host = FlowHost(clock_ms=clock_ms, runner=runner, submit=actors.submit)
+        self._launches = Launches(
+            runner=runner,
+            clock_ms=clock_ms,
+            timers=timers,
+            submit=actors.submit,
+            env_prefix=config.env_prefix,
+            output_limit_bytes=config.output_limit_bytes,
+        )
         self._late = LateOutcomes(
             db=db, committer=committer, owner=config.owner, clock_ms=clock_ms, host=self._host
         )
@@ -190,7 +197,7 @@ class Engine:
                 now_ms=self._clock_ms(),
                 env_prefix=self._config.env_prefix,
                 output_limit_bytes=self._config.output_limit_bytes,
-                on_done=lambda result: self._effect_done(slot.run_id, result),
+                on_done=lambda result: self._launches.done(slot.run_id, result),
             )
             pending.extend(found.events)
             state = found.state
@@ -256,7 +263,7 @@ class Engine:
                 # A closing runtime starts nothing new: the run resumes at the next start.
                 decision = Idle("closing")
             if isinstance(decision, Dispatch):
-                decision = self._supervised(decision)
+                decision = self._launches.supervised(decision)
                 pending.append(decision.event)
                 state = apply(state, decision.event)
             if pending or consumed:
@@ -323,20 +330,6 @@ class Engine:
             attempts.discard(path)
         slot.discard.clear()
 
-    def _supervised(self, decision: Dispatch) -> Dispatch:
-        """A command's dispatch records where its attempt runs, for whoever owns the run
-        next (see `adoption`)."""
-        if decision.step.kind != "command":
-            return decision
-        payload = {**decision.event.payload, "supervised": self._runner.home.marker()}
-        event = NewEvent(decision.event.type, payload, decision.event.version)
-        return Dispatch(
-            event=event,
-            step=decision.step,
-            attempt=decision.attempt,
-            deadline_at=decision.deadline_at,
-        )
-
     def _flush_deferred(self, slot: Slot) -> None:
         """Retry a deferred append with its original fence.
 
@@ -365,7 +358,7 @@ class Engine:
         if state.settled:
             self._settled(slot, run)
         elif isinstance(decision, Dispatch):
-            self._launch(slot, run, decision)
+            self._launches.launch(slot, run, decision)
         elif isinstance(decision, FlowDispatch):
             slot.in_flight_effect = decision.effect_id
         elif isinstance(decision, RunFlow):
@@ -373,51 +366,8 @@ class Engine:
         elif isinstance(decision, Sleep):
             self._timers.schedule(slot.run_id, decision.until)
         elif state.cancel_requested and slot.in_flight is not None:
-            self._cancel_in_flight(slot, run, state)
+            self._launches.cancel_in_flight(slot, run, state)
         self._host.answer(slot)
-
-    def _cancel_in_flight(self, slot: Slot, run: LoadedRun, state: RunState) -> None:
-        assert slot.in_flight is not None  # noqa: S101 - checked by the caller
-        slot.in_flight.cancel(run.cancel_grace_s)
-        if slot.abandon_at is None:
-            effect = state.effects.get(slot.in_flight_effect or "")
-            kind = effect.kind if effect is not None else None
-            slot.abandon_at = self._clock_ms() + abandon_after_ms(kind, run.cancel_grace_s)
-            self._timers.schedule(slot.run_id, slot.abandon_at)
-
-    def _launch(self, slot: Slot, run: LoadedRun, decision: Dispatch) -> None:
-        step = decision.step
-        ctx = effect_context(
-            run,
-            decision,
-            env_prefix=self._config.env_prefix,
-            output_limit_bytes=self._config.output_limit_bytes,
-        )
-        log.debug(
-            "effect_dispatched",
-            effect_id=step.id,
-            kind=step.kind,
-            attempt=decision.attempt,
-            deadline_at=decision.deadline_at,
-        )
-        run_id = run.header.run_id
-        slot.in_flight_effect = step.id
-        slot.abandon_at = None
-        timeout_s = attempt_limit_s(step.timeout_s, decision.event, self._clock_ms())
-        path = None
-        if step.kind == "command":
-            path = self._runner.home.path(run_id, step.id, decision.attempt)
-        slot.attempt_dir = path
-        slot.in_flight = self._runner.launch(
-            step,
-            ctx,
-            lambda result: self._effect_done(run_id, result),
-            timeout_s=timeout_s,
-            path=path,
-        )
-
-    def _effect_done(self, run_id: str, result: EffectResult) -> None:
-        self._actors.submit(run_id, Op("outcome", result=result))
 
     def _settled(self, slot: Slot, run: LoadedRun) -> None:
         state = run.state

@@ -1,0 +1,103 @@
+"""Starting a run's effect attempts, and stopping one under a cancel.
+
+The engine's worker decides; this starts the attempt on the effect runner, records
+where a command attempt runs (in its dispatch, for whoever owns the run next), and
+hands the outcome back to the run's mailbox as an `outcome` operation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import structlog
+
+from looms_runtime._effects.launch import EffectRunner
+from looms_runtime._engine.attempts import attempt_limit_s, effect_context
+from looms_runtime._engine.late import abandon_after_ms
+from looms_runtime._history.events import NewEvent
+from looms_runtime._history.fold import RunState
+from looms_runtime._history.outcome import EffectResult
+from looms_runtime._history.planner import Dispatch
+from looms_runtime._store.loading import LoadedRun
+from looms_runtime._workers.actors import Op, Slot
+from looms_runtime._workers.timers import TimerQueue
+
+log = structlog.get_logger()
+
+
+class Launches:
+    """Effect attempts of the runtime's runs (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        runner: EffectRunner,
+        clock_ms: Callable[[], int],
+        timers: TimerQueue,
+        submit: Callable[[str, Op], bool],
+        env_prefix: str,
+        output_limit_bytes: int,
+    ) -> None:
+        self._runner = runner
+        self._clock_ms = clock_ms
+        self._timers = timers
+        self._submit = submit
+        self._env_prefix = env_prefix
+        self._output_limit_bytes = output_limit_bytes
+
+    def supervised(self, decision: Dispatch) -> Dispatch:
+        """A command's dispatch records where its attempt runs, for whoever owns the run
+        next (see `adoption`)."""
+        if decision.step.kind != "command":
+            return decision
+        payload = {**decision.event.payload, "supervised": self._runner.home.marker()}
+        event = NewEvent(decision.event.type, payload, decision.event.version)
+        return Dispatch(
+            event=event,
+            step=decision.step,
+            attempt=decision.attempt,
+            deadline_at=decision.deadline_at,
+        )
+
+    def cancel_in_flight(self, slot: Slot, run: LoadedRun, state: RunState) -> None:
+        assert slot.in_flight is not None  # noqa: S101 - checked by the caller
+        slot.in_flight.cancel(run.cancel_grace_s)
+        if slot.abandon_at is None:
+            effect = state.effects.get(slot.in_flight_effect or "")
+            kind = effect.kind if effect is not None else None
+            slot.abandon_at = self._clock_ms() + abandon_after_ms(kind, run.cancel_grace_s)
+            self._timers.schedule(slot.run_id, slot.abandon_at)
+
+    def launch(self, slot: Slot, run: LoadedRun, decision: Dispatch) -> None:
+        step = decision.step
+        ctx = effect_context(
+            run,
+            decision,
+            env_prefix=self._env_prefix,
+            output_limit_bytes=self._output_limit_bytes,
+        )
+        log.debug(
+            "effect_dispatched",
+            effect_id=step.id,
+            kind=step.kind,
+            attempt=decision.attempt,
+            deadline_at=decision.deadline_at,
+        )
+        run_id = run.header.run_id
+        slot.in_flight_effect = step.id
+        slot.abandon_at = None
+        timeout_s = attempt_limit_s(step.timeout_s, decision.event, self._clock_ms())
+        path = None
+        if step.kind == "command":
+            path = self._runner.home.path(run_id, step.id, decision.attempt)
+        slot.attempt_dir = path
+        slot.in_flight = self._runner.launch(
+            step,
+            ctx,
+            lambda result: self.done(run_id, result),
+            timeout_s=timeout_s,
+            path=path,
+        )
+
+    def done(self, run_id: str, result: EffectResult) -> None:
+        self._submit(run_id, Op("outcome", result=result))
