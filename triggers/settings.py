@@ -17,8 +17,8 @@ import platformdirs
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from triggers.durations import parse_duration
 from triggers.errors import ConfigError
-from triggers.model import parse_duration
 
 _DURATION_FIELDS = (
     "poll_interval",

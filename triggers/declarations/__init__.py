@@ -20,8 +20,8 @@ from pathlib import Path
 from triggers.declarations._messages import declaration_error, problem
 from triggers.declarations._problems import Collector
 from triggers.declarations._specs import build_specs
-from triggers.declarations._values import parse_duration
 from triggers.declarations._yaml import SelfReferenceError, duplicate_keys, plain, read_yaml
+from triggers.durations import parse_duration
 from triggers.model import FlowSpec, TriggerSpec
 
 __all__ = [

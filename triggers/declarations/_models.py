@@ -38,7 +38,8 @@ from triggers.declarations._values import (
     Zone,
     every_shorthand,
 )
-from triggers.model import CatchupPolicy, Overlap, format_duration
+from triggers.durations import format_duration
+from triggers.model import CatchupPolicy, Overlap
 
 
 class _Model(BaseModel):

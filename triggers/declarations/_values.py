@@ -10,7 +10,6 @@ import functools
 import re
 import shlex
 from datetime import date, datetime, time, timedelta
-from decimal import Decimal
 from typing import Annotated
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
@@ -18,66 +17,22 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 from pydantic import AfterValidator, BeforeValidator, Field, PlainValidator
 
 from triggers.declarations._messages import describe, suggestion
+from triggers.durations import parse_duration
 
 ID_PATTERN = re.compile(r"[a-z0-9][a-z0-9._-]*")
 MAX_ID_LENGTH = 128
 _REF_PATTERN = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 _ENV_NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_DURATION_PATTERN = re.compile(r"(?:\s*[0-9]+(?:\.[0-9]+)?(?:ms|s|m|h|d|w))+\s*")
-_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h|d|w)")
-_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
 _HTTP_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
-_MAX_DURATION_MS = 100 * 366 * _UNIT_MS["d"]
-
-
-def parse_duration(text: str) -> timedelta:
-    """Parse a positive duration: `500ms`, `90s`, `5m`, `2h`, `1d`, `1w`, `1h30m` or `90`.
-
-    A bare integer counts seconds. Parts may carry decimals (`1.5s`) but the total must
-    be whole milliseconds.
-
-    Raises:
-        ValueError: the text is not a duration, or is zero or negative.
-    """
-    milliseconds = _duration_ms(text)
-    if milliseconds == 0:
-        raise ValueError(f"duration {text!r} is zero; a duration must be positive")
-    return timedelta(milliseconds=milliseconds)
-
-
-def _duration_ms(text: str) -> int:
-    stripped = text.strip()
-    if stripped.startswith("-"):
-        raise ValueError(f"duration {text!r} is negative; a duration must be positive")
-    if stripped.isascii() and stripped.isdigit():
-        total = Decimal(stripped) * 1000
-    elif _DURATION_PATTERN.fullmatch(stripped):
-        total = sum(
-            (Decimal(number) * _UNIT_MS[unit] for number, unit in _DURATION_PART.findall(stripped)),
-            Decimal(0),
-        )
-    else:
-        raise ValueError(
-            f"invalid duration {text!r}: write a number with a unit (ms, s, m, h, d, w), "
-            "like '90s', '5m' or '1h30m'"
-        )
-    if total != total.to_integral_value():
-        raise ValueError(f"duration {text!r} is not a whole number of milliseconds")
-    if total > _MAX_DURATION_MS:
-        raise ValueError(f"duration {text!r} is longer than a century")
-    return int(total)
 
 
 def _duration(value: object, *, allow_zero: bool = False) -> timedelta:
-    if isinstance(value, float):
-        message = f"a bare number needs a unit: write '{value}s' or whole milliseconds"
-    elif isinstance(value, bool) or not isinstance(value, int | str):
+    # The grammar is the one settings and the CLI read (`triggers.durations`); a YAML
+    # number is read as the same number written as text.
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
         message = f"expected a duration like '90s' or '5m', got {describe(value)}"
-    elif allow_zero:
-        return timedelta(milliseconds=_duration_ms(str(value)))
-    else:
-        return parse_duration(str(value))
-    raise ValueError(message)
+        raise ValueError(message)  # noqa: TRY004 - pydantic reports ValueError, not TypeError
+    return parse_duration(value, allow_zero=allow_zero)
 
 
 def _span(value: object) -> timedelta:
