@@ -29,7 +29,7 @@ from triggers.declarations import parse_declarations, read_declarations_text, te
 from triggers.errors import ConfigError, DeclarationError, StoreError, TriggersError
 from triggers.metrics import Metrics
 from triggers.runner.looms import LoomsRunner
-from triggers.scheduler.engine import Scheduler, SchedulerOptions
+from triggers.scheduler.engine import Scheduler
 from triggers.services import apply_declarations
 from triggers.settings import Settings
 from triggers.store.migrate import ensure_schema
@@ -143,21 +143,7 @@ class Daemon:
         return 0
 
     def _scheduler(self, backend: Backend) -> Scheduler:
-        s = self._settings
-        options = SchedulerOptions(
-            owner=self._owner,
-            host=s.host,
-            version=__version__,
-            poll_interval=s.poll_interval,
-            lease=s.lease,
-            run_poll_interval=s.run_poll_interval,
-            start_timeout=s.start_timeout,
-            inspect_timeout=s.inspect_timeout,
-            cancel_timeout=s.cancel_timeout,
-            concurrency=s.concurrency,
-            fire_retention=s.fire_retention,
-            shutdown_grace=s.shutdown_grace,
-        )
+        options = self._settings.scheduler_options(owner=self._owner, version=__version__)
         return Scheduler(
             store=backend.store,
             runner=backend.runner,
