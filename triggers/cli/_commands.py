@@ -94,7 +94,7 @@ def apply(
         settings = current_settings()
         quiet_logging(settings)
         declarations = load_declarations(file)  # before touching the store
-        backend = open_backend(settings, owner=owner_id(settings.host))
+        backend = open_backend(settings, owner=owner_id(settings.host), clock=clock)
         try:
             result = services.apply_declarations(
                 backend.store, backend.runtime.register_flow, declarations, now=clock.now()
