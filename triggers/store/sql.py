@@ -17,20 +17,18 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
-from sqlalchemy.exc import DBAPIError, OperationalError
 
 from looms_runtime.db import Database
 from triggers.errors import (
-    SchemaBehindError,
     StaleOwnerError,
     StoreError,
-    StoreUnavailableError,
     TriggersError,
     UnknownTriggerError,
 )
 from triggers.model import FireRecord, Outcome, Trigger, TriggerSpec
 from triggers.store import _codec
 from triggers.store._claims import ClaimBatch
+from triggers.store._driver_errors import translated
 from triggers.store._pending import pending_triggers, promote_buffered, take_expired
 from triggers.store._ranges import record_range
 from triggers.store._settlements import record_settlements
@@ -452,32 +450,13 @@ class SqlTriggerStore:
 
     @contextmanager
     def _write(self, *, urgent: bool = False) -> Iterator[Connection]:
-        with _translated(), self._db.write(urgent=urgent) as conn:
+        with translated(), self._db.write(urgent=urgent) as conn:
             yield conn
 
     @contextmanager
     def _read(self) -> Iterator[Connection]:
-        with _translated(), self._db.read() as conn:
+        with translated(), self._db.read() as conn:
             yield conn
-
-
-@contextmanager
-def _translated() -> Iterator[None]:
-    """Driver errors become store errors at this boundary."""
-    try:
-        yield
-    except OperationalError as exc:
-        detail = str(exc.orig)
-        if "no such table" in detail or "no such column" in detail:
-            # SQLite reports a missing table as an operational error; it is a schema one.
-            raise SchemaBehindError(
-                f"the database schema is incomplete ({detail}); run `triggers db upgrade`"
-            ) from exc
-        raise StoreUnavailableError(f"database unavailable: {detail}") from exc
-    except DBAPIError as exc:
-        if exc.connection_invalidated:
-            raise StoreUnavailableError(f"database connection lost: {exc.orig}") from exc
-        raise
 
 
 def _launched_record(launch: Launch, now: datetime) -> FireRecord:
