@@ -188,8 +188,10 @@ class Scheduler:
                 self._housekeep(now, report)
         except Exception:
             self.metrics.ticks_failed.inc()
-            log.exception("tick_failed")
-            return self._clock.now() + _RETRY_AFTER
+            retry_at = self._clock.now() + _RETRY_AFTER
+            put_back = self._timetable.put_back(retry_at)
+            log.exception("tick_failed", put_back=put_back)
+            return retry_at
         finally:
             elapsed = self._clock.monotonic() - started
             self.metrics.tick_duration.observe(elapsed)
