@@ -29,7 +29,7 @@ from triggers.declarations import parse_declarations, read_declarations_text, te
 from triggers.errors import ConfigError, DeclarationError, StoreError, TriggersError
 from triggers.metrics import Metrics
 from triggers.runner.looms import LoomsRunner
-from triggers.scheduler.engine import Scheduler, SchedulerOptions
+from triggers.scheduler.engine import Scheduler
 from triggers.services import apply_declarations
 from triggers.settings import Settings
 from triggers.store.migrate import ensure_schema
@@ -73,13 +73,20 @@ def open_database(
     return db
 
 
-def open_backend(settings: Settings, *, owner: str, daemon: bool = False) -> Backend:
-    """The store and an unstarted runtime on one database."""
+def open_backend(
+    settings: Settings, *, owner: str, clock: Clock | None = None, daemon: bool = False
+) -> Backend:
+    """The store and an unstarted runtime on one database.
+
+    The runtime records every instant on `clock` (default: the system clock), the
+    clock the caller's scheduler runs on: one clock per process.
+    """
     db = open_database(settings, background_checkpoints=daemon)
     runner = LoomsRunner()
     runtime = Runtime(
         db,
         owner=owner,
+        clock=(clock or SystemClock()).now,
         env_prefix="TRIGGERS_",
         workers=settings.workers,
         on_settled=runner.notify,
@@ -115,7 +122,7 @@ class Daemon:
         sys.setswitchinterval(0.001)
         # First, so that a SIGTERM during start-up still ends in a clean exit.
         self._install_signals()
-        backend = open_backend(settings, owner=self._owner, daemon=True)
+        backend = open_backend(settings, owner=self._owner, clock=self._clock, daemon=True)
         try:
             self._apply(backend, initial=True)
             if self._stop.is_set():
@@ -142,22 +149,13 @@ class Daemon:
         log.info("daemon_stopped", owner=self._owner)
         return 0
 
+    def stop(self) -> None:
+        """Ask `run` to stop as SIGTERM does (any thread, signal handlers included)."""
+        self._stop.set()
+        self._events.set()
+
     def _scheduler(self, backend: Backend) -> Scheduler:
-        s = self._settings
-        options = SchedulerOptions(
-            owner=self._owner,
-            host=s.host,
-            version=__version__,
-            poll_interval=s.poll_interval,
-            lease=s.lease,
-            run_poll_interval=s.run_poll_interval,
-            start_timeout=s.start_timeout,
-            inspect_timeout=s.inspect_timeout,
-            cancel_timeout=s.cancel_timeout,
-            concurrency=s.concurrency,
-            fire_retention=s.fire_retention,
-            shutdown_grace=s.shutdown_grace,
-        )
+        options = self._settings.scheduler_options(owner=self._owner, version=__version__)
         return Scheduler(
             store=backend.store,
             runner=backend.runner,
@@ -237,8 +235,7 @@ class Daemon:
 
     def _install_signals(self) -> None:
         def stop(signum: int, _frame: FrameType | None) -> None:
-            self._stop.set()
-            self._events.set()
+            self.stop()
 
         def reload(signum: int, _frame: FrameType | None) -> None:
             self._reload.set()

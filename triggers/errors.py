@@ -18,7 +18,8 @@ Class tree (codes never renumbered or reused)::
     │   ├── StaleOwnerError           TRG-303  exit 1   a reservation expired or was taken over
     │   ├── CorruptRowError           TRG-304  exit 1   a stored row cannot be decoded
     │   ├── WatermarkMovedError       TRG-305  exit 1   another scheduler decided those occurrences
-    │   └── LedgerChangedError        TRG-306  exit 1   ledger rows moved under a backfill
+    │   ├── LedgerChangedError        TRG-306  exit 1   ledger rows moved under a backfill
+    │   └── DuplicateOccurrenceError  TRG-307  exit 1   the ledger already holds that occurrence
     ├── RunnerError                   TRG-400  exit 1
     │   ├── RunnerTimeoutError        TRG-401  exit 1   a runner call missed its deadline
     │   └── RunnerRefusedError        TRG-402  exit 1   the runtime refused a start for good
@@ -155,6 +156,13 @@ class LedgerChangedError(StoreError):
     """Ledger rows a backfill planned from changed before it claimed; plan again."""
 
     code = "TRG-306"
+
+
+class DuplicateOccurrenceError(StoreError):
+    """The ledger already holds a row for that occurrence: a writer outside the fences
+    (the watermark, the revision) recorded it. `details["constraint"]` names the key."""
+
+    code = "TRG-307"
 
 
 class RunnerError(TriggersError):

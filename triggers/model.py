@@ -8,13 +8,13 @@ from __future__ import annotations
 import enum
 import hashlib
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal, TypeAlias
 
 from triggers.clock import from_ms, iso_key, to_ms
+from triggers.durations import format_duration
 
 JsonValue: TypeAlias = Any
 """A JSON-serialisable value (dicts, lists, str, int, float, bool, None)."""
@@ -374,50 +374,3 @@ def describe_schedule(schedule: Schedule) -> str:
             return f"calendar every {' '.join(parts)}{day} at {clock}"
         case AtSchedule(at=at):
             return f"at {iso_key(at)}"
-
-
-_FLOAT_SLACK = 1e-6  # decimal fractions like 0.1s are not exact in binary
-_DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
-
-
-def parse_duration(text: str | float) -> timedelta:
-    """Parse `500ms`, `90s`, `5m`, `2h`, `1d`, `1w` or `1h30m`; a bare number is seconds.
-
-    Raises:
-        ValueError: not a duration, not positive, or finer than a millisecond.
-    """
-    if isinstance(text, bool):
-        raise ValueError(f"{text!r} is not a duration")  # noqa: TRY004 (callers catch ValueError)
-    if isinstance(text, int | float):
-        seconds = float(text)
-    else:
-        cleaned = text.strip().replace(" ", "")
-        if re.fullmatch(r"\d+(\.\d+)?", cleaned):
-            seconds = float(cleaned)
-        else:
-            parts = _DURATION.findall(cleaned)
-            if not parts or "".join(a + u for a, u in parts) != cleaned:
-                raise ValueError(
-                    f"{text!r} is not a duration (use forms like 500ms, 90s, 5m, 2h, 1d, 1h30m)"
-                )
-            seconds = sum(float(amount) * _DURATION_UNITS[unit] for amount, unit in parts)
-    if seconds <= 0:
-        raise ValueError(f"{text!r} is not a positive duration")
-    millis = seconds * 1000
-    if abs(millis - round(millis)) > _FLOAT_SLACK:
-        raise ValueError(f"{text!r} is finer than a millisecond")
-    return timedelta(milliseconds=round(millis))
-
-
-def format_duration(value: timedelta) -> str:
-    """`90s`, `5m`, `2h`, `1d`, or `1h30m`: the YAML duration form."""
-    total = int(value.total_seconds())
-    if total == 0:
-        return "0s"
-    parts = []
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
-        amount, total = divmod(total, size)
-        if amount:
-            parts.append(f"{amount}{unit}")
-    return "".join(parts)

@@ -15,12 +15,6 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from triggers._backfill import (
-    BACKFILL_CAP,
-    BackfillResult,
-    backfill_items,
-    plan_backfill,
-)
 from triggers.clock import iso
 from triggers.declarations import Declarations
 from triggers.errors import (
@@ -39,6 +33,12 @@ from triggers.model import (
     Trigger,
     TriggerSpec,
     describe_schedule,
+)
+from triggers.scheduler.backfill import (
+    BACKFILL_CAP,
+    BackfillResult,
+    backfill_items,
+    plan_backfill,
 )
 from triggers.scheduler.occurrences import (
     CompiledSchedule,

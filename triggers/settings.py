@@ -7,30 +7,37 @@ does not restart-loop on a typo in the environment file.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import platformdirs
-from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic import BeforeValidator, Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from triggers.durations import parse_duration
 from triggers.errors import ConfigError
-from triggers.model import parse_duration
+from triggers.scheduler.options import SchedulerOptions
 
-_DURATION_FIELDS = (
-    "poll_interval",
-    "fire_retention",
-    "lease",
-    "start_timeout",
-    "inspect_timeout",
-    "cancel_timeout",
-    "run_poll_interval",
-    "shutdown_grace",
-    "run_retention",
-)
+
+def _duration(value: Any) -> Any:
+    if isinstance(value, str | int | float) and not isinstance(value, bool):
+        return parse_duration(value)
+    return value
+
+
+Duration = Annotated[timedelta, BeforeValidator(_duration)]
+"""A duration setting: `90s`, `5m`, `1h30m`, ... (the grammar of `triggers.durations`)."""
+
+_SCHEDULER_DEFAULTS = {field.name: field.default for field in dataclasses.fields(SchedulerOptions)}
+
+
+def _scheduler_default(name: str) -> Any:
+    """The scheduler's own default for the setting of the same name."""
+    return _SCHEDULER_DEFAULTS[name]
 
 
 class Settings(BaseSettings):
@@ -50,22 +57,22 @@ class Settings(BaseSettings):
     """None: JSON lines unless stderr is a terminal."""
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     host: str = Field(default_factory=socket.gethostname, min_length=1, max_length=200)
-    concurrency: int = Field(default=8, ge=1, le=256)
+    concurrency: int = Field(default=_scheduler_default("concurrency"), ge=1, le=256)
     """Launch and inspection calls in flight at once."""
     workers: int = Field(default=16, ge=1, le=1024)
     """Runtime worker threads (steps executing at once)."""
-    poll_interval: timedelta = timedelta(seconds=5)
+    poll_interval: Duration = _scheduler_default("poll_interval")
     """Longest sleep between ticks, to see other daemons' and operators' changes."""
-    fire_retention: timedelta = timedelta(days=30)
-    lease: timedelta = timedelta(minutes=5)
+    fire_retention: Duration = _scheduler_default("fire_retention")
+    lease: Duration = _scheduler_default("lease")
     """How long a claimed launch stays reserved before another daemon may retry it."""
-    start_timeout: timedelta = timedelta(minutes=4)
-    inspect_timeout: timedelta = timedelta(seconds=30)
-    cancel_timeout: timedelta = timedelta(seconds=30)
-    run_poll_interval: timedelta = timedelta(seconds=15)
+    start_timeout: Duration = _scheduler_default("start_timeout")
+    inspect_timeout: Duration = _scheduler_default("inspect_timeout")
+    cancel_timeout: Duration = _scheduler_default("cancel_timeout")
+    run_poll_interval: Duration = _scheduler_default("run_poll_interval")
     """How often active runs are inspected when the runtime does not report first."""
-    shutdown_grace: timedelta = timedelta(seconds=10)
-    run_retention: timedelta | None = timedelta(days=30)
+    shutdown_grace: Duration = _scheduler_default("shutdown_grace")
+    run_retention: Duration | None = timedelta(days=30)
     """Settled runs older than this are purged (their key stays taken); None: kept."""
     trim_events: bool = False
     """Delete a run's events behind its snapshots (`runs events` then starts later)."""
@@ -73,12 +80,10 @@ class Settings(BaseSettings):
     """`host:port` (or `:port`, loopback) to serve Prometheus metrics on; None: off."""
     sqlite_synchronous: Literal["FULL", "NORMAL"] = "FULL"
 
-    @field_validator(*_DURATION_FIELDS, mode="before")
-    @classmethod
-    def _duration(cls, value: Any) -> Any:
-        if isinstance(value, str | int | float) and not isinstance(value, bool):
-            return parse_duration(value)
-        return value
+    def scheduler_options(self, *, owner: str, version: str) -> SchedulerOptions:
+        """The scheduler's options: every setting that shares a name with one, by name."""
+        values = {name: getattr(self, name) for name in SCHEDULER_SETTINGS}
+        return SchedulerOptions(owner=owner, version=version, **values)
 
     def resolved_state_directory(self) -> Path:
         if self.state_directory is not None:
@@ -102,6 +107,10 @@ class Settings(BaseSettings):
         from sqlalchemy.engine import make_url  # noqa: PLC0415 (keep settings import light)
 
         return make_url(self.resolved_database_url()).render_as_string(hide_password=True)
+
+
+SCHEDULER_SETTINGS = tuple(name for name in _SCHEDULER_DEFAULTS if name in Settings.model_fields)
+"""The settings that are scheduler options too (same name, same meaning, same default)."""
 
 
 def load_settings(**overrides: Any) -> Settings:

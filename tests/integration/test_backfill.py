@@ -13,13 +13,13 @@ from looms_runtime.db import Database
 from tests.factories import spec
 from tests.integration.harness import Harness, ScriptedRunner
 from triggers import services
-from triggers._backfill import BackfillResult, BackfillStatus
 from triggers.cli import app
 from triggers.clock import FakeClock, utc
 from triggers.errors import BackfillTooLargeError, InvalidTimeError
 from triggers.model import CatchupPolicy, Outcome, Overlap, TriggerSpec
 from triggers.runner.fake import FakeRunner
 from triggers.runner.protocol import LaunchRequest
+from triggers.scheduler.backfill import BackfillResult, BackfillStatus
 from triggers.store.sql import SqlTriggerStore
 
 T0 = utc(2022, 6, 1)

@@ -290,12 +290,12 @@ BAD_TRIGGERS = [
         """\
         - id: t
           flow: backup
-          every: 1.5
+          every: 0.0001
         """,
         10,
         12,
         "triggers[t].every",
-        "a bare number needs a unit",
+        "duration 0.0001 is not a whole number of milliseconds",
         id="every-float",
     ),
     pytest.param(

@@ -28,9 +28,10 @@ from triggers.cli._common import (
 )
 from triggers.clock import iso
 from triggers.declarations import Declarations, load_declarations
+from triggers.durations import format_duration
 from triggers.errors import InputError
 from triggers.log import configure_logging, wants_json
-from triggers.model import FireRecord, Outcome, Overlap, format_duration
+from triggers.model import FireRecord, Outcome, Overlap
 from triggers.store.protocol import HistoryQuery
 
 
@@ -93,7 +94,7 @@ def apply(
         settings = current_settings()
         quiet_logging(settings)
         declarations = load_declarations(file)  # before touching the store
-        backend = open_backend(settings, owner=owner_id(settings.host))
+        backend = open_backend(settings, owner=owner_id(settings.host), clock=clock)
         try:
             result = services.apply_declarations(
                 backend.store, backend.runtime.register_flow, declarations, now=clock.now()

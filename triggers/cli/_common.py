@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -23,9 +22,10 @@ from looms_runtime import (
 )
 from triggers.cli._app import options
 from triggers.clock import SystemClock, iso
+from triggers.durations import parse_duration
 from triggers.errors import ExitCode, InvalidTimeError, TriggersError
 from triggers.log import configure_logging, wants_json
-from triggers.model import FireRecord, parse_duration
+from triggers.model import FireRecord
 from triggers.settings import Settings, load_settings
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
@@ -104,7 +104,7 @@ def parse_time(text: str, *, now: datetime) -> datetime:
     value = text.strip()
     if value == "now":
         return now
-    if re.fullmatch(r"-\s*\S+", value):
+    if value.startswith("-"):  # an ISO-8601 time starts with its year
         try:
             return now - parse_duration(value[1:])
         except ValueError as exc:

@@ -20,6 +20,7 @@ from looms_runtime import Runtime
 from triggers.cli._app import runs_app
 from triggers.cli._common import (
     JsonOpt,
+    clock,
     current_settings,
     emit,
     errors,
@@ -40,7 +41,7 @@ def _runtime() -> Iterator[Runtime]:
 
     settings = current_settings()
     quiet_logging(settings)
-    backend = open_backend(settings, owner=f"cli:{settings.host}:{os.getpid()}")
+    backend = open_backend(settings, owner=f"cli:{settings.host}:{os.getpid()}", clock=clock)
     try:
         yield backend.runtime
     finally:

@@ -128,7 +128,7 @@ class Dispatcher:
         if requests:
             stale |= self._claim(requests, report)
         for entry in due:
-            self._settle_entry(entry, plans.get(entry.trigger.id), stale)
+            self._reschedule_after_dispatch(entry, plans.get(entry.trigger.id), stale)
         if stale:
             self._refresh(stale, report, decide=not refreshed)
 
@@ -250,7 +250,11 @@ class Dispatcher:
             reason=reason,
         )
 
-    def _settle_entry(self, entry: Entry, plan: DuePlan | None, stale: set[str]) -> None:
+    def _reschedule_after_dispatch(
+        self, entry: Entry, plan: DuePlan | None, stale: set[str]
+    ) -> None:
+        """Put a dispatched entry back on the heap: due at its next occurrence, or again
+        shortly when its plan failed or went stale."""
         if entry.trigger.id in stale or plan is None:
             if entry.due_at is None:
                 self._timetable.reschedule(entry, at=self._clock.now() + _RETRY_AFTER)

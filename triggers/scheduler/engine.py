@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import threading
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import structlog
@@ -29,10 +28,13 @@ from triggers.scheduler.deadlines import DeadlineRunner
 from triggers.scheduler.dispatch import Dispatcher, TickReport
 from triggers.scheduler.launcher import Launcher
 from triggers.scheduler.monitor import Monitor
+from triggers.scheduler.options import SchedulerOptions
 from triggers.scheduler.pending import PendingPass
 from triggers.scheduler.quiet import quiet_range, quiet_reason
 from triggers.scheduler.timetable import Timetable
 from triggers.store.protocol import Heartbeat, TriggerStore
+
+__all__ = ["Scheduler", "SchedulerOptions"]
 
 log = structlog.get_logger()
 
@@ -44,27 +46,6 @@ _SYNC_BATCH = 2_000
 _CLOCK_MARGIN = timedelta(seconds=15)
 _RETRY_AFTER = timedelta(seconds=1)
 _BUFFERING = frozenset({Overlap.BUFFER, Overlap.BUFFER_ALL, Overlap.SUPERSEDE})
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SchedulerOptions:
-    """Tunables of the scheduler (built from Settings by the daemon)."""
-
-    owner: str
-    host: str
-    version: str = "0"
-    poll_interval: timedelta = timedelta(seconds=5)
-    lease: timedelta = timedelta(minutes=5)
-    run_poll_interval: timedelta = timedelta(seconds=15)
-    start_timeout: timedelta = timedelta(minutes=4)
-    inspect_timeout: timedelta = timedelta(seconds=30)
-    cancel_timeout: timedelta = timedelta(seconds=30)
-    concurrency: int = 8
-    fire_retention: timedelta = timedelta(days=30)
-    shutdown_grace: timedelta = timedelta(seconds=10)
-    plan_limit: int = 10_000
-    housekeeping_delay: timedelta = timedelta(milliseconds=200)
-    """After a tick that launched, how long heartbeat/listing/pending wait (0: never)."""
 
 
 class Scheduler:
@@ -207,8 +188,10 @@ class Scheduler:
                 self._housekeep(now, report)
         except Exception:
             self.metrics.ticks_failed.inc()
-            log.exception("tick_failed")
-            return self._clock.now() + _RETRY_AFTER
+            retry_at = self._clock.now() + _RETRY_AFTER
+            put_back = self._timetable.put_back(retry_at)
+            log.exception("tick_failed", put_back=put_back)
+            return retry_at
         finally:
             elapsed = self._clock.monotonic() - started
             self.metrics.tick_duration.observe(elapsed)

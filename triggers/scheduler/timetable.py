@@ -38,6 +38,9 @@ class Timetable:
         self.entries: dict[str, Entry] = {}
         self._heap: list[tuple[datetime, int, str, int]] = []
         self._sequence = 0
+        # Entries taken off the heap as due and not rescheduled since: a tick that
+        # fails part-way puts them back (`put_back`), or they would wait for a change.
+        self._taken: dict[str, Entry] = {}
 
     def sync(self, trigger: Trigger) -> Entry:
         """Take a stored trigger in, recompiling its schedule when its revision changed.
@@ -69,6 +72,7 @@ class Timetable:
 
     def reschedule(self, entry: Entry, *, at: datetime | None = None) -> None:
         """Due at `at`, or at its next occurrence after the watermark (plus jitter)."""
+        self._taken.pop(entry.trigger.id, None)
         entry.generation += 1
         entry.due_at = at if at is not None else _due_at(entry)
         if entry.due_at is not None:
@@ -83,8 +87,7 @@ class Timetable:
             _, _, trigger_id, generation = heapq.heappop(self._heap)
             entry = self.entries.get(trigger_id)
             if entry is not None and entry.generation == generation:
-                entry.due_at = None
-                entry.generation += 1
+                self._take(entry)
                 due.append(entry)
         return due
 
@@ -92,9 +95,27 @@ class Timetable:
         """Take one entry off the heap if it is due; True when it was."""
         if entry.due_at is None or entry.due_at > now:
             return False
+        self._take(entry)
+        return True
+
+    def put_back(self, at: datetime) -> int:
+        """Make every entry taken as due and not rescheduled since due again at `at`.
+
+        A tick that fails part-way calls this, so that the occurrences it took are
+        decided by the next tick rather than when their trigger next changes.
+        Returns how many were put back."""
+        taken, self._taken = self._taken, {}
+        count = 0
+        for trigger_id, entry in taken.items():
+            if self.entries.get(trigger_id) is entry and entry.due_at is None:
+                self.reschedule(entry, at=at)
+                count += 1
+        return count
+
+    def _take(self, entry: Entry) -> None:
         entry.due_at = None
         entry.generation += 1
-        return True
+        self._taken[entry.trigger.id] = entry
 
     def next_due(self) -> datetime | None:
         """When the earliest entry is due, or None."""

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 from triggers.errors import CorruptRowError, StoreError
 from triggers.model import Trigger, TriggerSpec
-from triggers.store import _rows
+from triggers.store import _codec
 from triggers.store.protocol import Claim
 from triggers.store.schema import fires, triggers
 
@@ -77,7 +77,7 @@ def read_triggers(conn: Connection, statement: sa.Select[Any]) -> dict[str, Trig
         )
         for trigger_id, digest, declaration in declared:
             try:
-                spec = _rows.spec_from_json(trigger_id, declaration, digest)
+                spec = _codec.spec_from_json(trigger_id, declaration, digest)
             except CorruptRowError as exc:
                 broken[trigger_id] = exc
                 continue
@@ -93,7 +93,7 @@ def read_triggers(conn: Connection, statement: sa.Select[Any]) -> dict[str, Trig
                 f"trigger {trigger_id!r} changed while it was read", trigger_id=trigger_id
             )
             continue
-        found[trigger_id] = _rows.trigger_from_state(row, known)
+        found[trigger_id] = _codec.trigger_from_state(row, known)
     return found
 
 

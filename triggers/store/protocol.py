@@ -179,7 +179,11 @@ class TriggerStore(Protocol):
     """Durable triggers, claims and the fire ledger.
 
     Every method that writes takes `now=`: the store never reads a clock.
-    Raises StoreUnavailableError when the database cannot be reached.
+    Database faults surface as `triggers` errors only, from every method:
+    StoreUnavailableError when the database cannot serve (unreachable, locked, no
+    pooled connection free in time), SchemaBehindError when a table or column is
+    missing, DuplicateOccurrenceError when the ledger already holds an occurrence
+    being written, and StoreError for anything else the database refuses.
     """
 
     def apply(

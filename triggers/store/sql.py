@@ -17,23 +17,21 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
-from sqlalchemy.exc import DBAPIError, OperationalError
 
 from looms_runtime.db import Database
 from triggers.errors import (
-    SchemaBehindError,
     StaleOwnerError,
     StoreError,
-    StoreUnavailableError,
     TriggersError,
     UnknownTriggerError,
 )
 from triggers.model import FireRecord, Outcome, Trigger, TriggerSpec
-from triggers.store import _rows
+from triggers.store import _codec
 from triggers.store._claims import ClaimBatch
+from triggers.store._driver_errors import translated
 from triggers.store._pending import pending_triggers, promote_buffered, take_expired
 from triggers.store._ranges import record_range
-from triggers.store._settle import settle
+from triggers.store._settlements import record_settlements
 from triggers.store._shared import (
     adjust_active,
     fire_key,
@@ -339,7 +337,7 @@ class SqlTriggerStore:
         if not settlements:
             return []
         with self._write() as conn:
-            return settle(conn, settlements, now)
+            return record_settlements(conn, settlements, now)
 
     def active_runs(self) -> list[ActiveRun]:
         with self._read() as conn:
@@ -380,7 +378,7 @@ class SqlTriggerStore:
         statement = statement.limit(query.limit)
         with self._read() as conn:
             rows = conn.execute(statement).mappings().all()
-        return [_rows.fire_from_row(row) for row in rows]
+        return [_codec.fire_from_row(row) for row in rows]
 
     def last_records(self) -> dict[str, FireRecord]:
         # By occurrence, not by insertion: a backfill inserts rows for old occurrences.
@@ -399,7 +397,7 @@ class SqlTriggerStore:
         newest = sa.select(ranked.c.id).where(ranked.c.rank == 1)
         with self._read() as conn:
             rows = conn.execute(sa.select(fires).where(fires.c.id.in_(newest))).mappings().all()
-        return {row["trigger_id"]: _rows.fire_from_row(row) for row in rows}
+        return {row["trigger_id"]: _codec.fire_from_row(row) for row in rows}
 
     def heartbeat(self, beat: Heartbeat) -> None:
         values = dataclasses.asdict(beat)
@@ -417,7 +415,7 @@ class SqlTriggerStore:
                 .mappings()
                 .all()
             )
-        return [_rows.heartbeat_from_row(row) for row in rows]
+        return [_codec.heartbeat_from_row(row) for row in rows]
 
     def prune(self, *, older_than: datetime, limit: int = 10_000) -> int:
         settled = [
@@ -452,32 +450,13 @@ class SqlTriggerStore:
 
     @contextmanager
     def _write(self, *, urgent: bool = False) -> Iterator[Connection]:
-        with _translated(), self._db.write(urgent=urgent) as conn:
+        with translated(), self._db.write(urgent=urgent) as conn:
             yield conn
 
     @contextmanager
     def _read(self) -> Iterator[Connection]:
-        with _translated(), self._db.read() as conn:
+        with translated(), self._db.read() as conn:
             yield conn
-
-
-@contextmanager
-def _translated() -> Iterator[None]:
-    """Driver errors become store errors at this boundary."""
-    try:
-        yield
-    except OperationalError as exc:
-        detail = str(exc.orig)
-        if "no such table" in detail or "no such column" in detail:
-            # SQLite reports a missing table as an operational error; it is a schema one.
-            raise SchemaBehindError(
-                f"the database schema is incomplete ({detail}); run `triggers db upgrade`"
-            ) from exc
-        raise StoreUnavailableError(f"database unavailable: {detail}") from exc
-    except DBAPIError as exc:
-        if exc.connection_invalidated:
-            raise StoreUnavailableError(f"database connection lost: {exc.orig}") from exc
-        raise
 
 
 def _launched_record(launch: Launch, now: datetime) -> FireRecord:

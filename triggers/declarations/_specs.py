@@ -1,51 +1,34 @@
-"""The declarations file: YAML in, validated flows and triggers out (DESIGN.md "Declarations").
+"""Spec building: valid mappings become `FlowSpec`s and `TriggerSpec`s.
 
-`load_declarations` either returns every flow and trigger of the file or raises one
-`DeclarationError` that lists every problem, each with its file, line, column and key
-(`triggers[nightly-backup].catchup.window`). Validation reads the file and the time zone
-database only: it never touches the store and never imports the flows' Python code.
+The rules that relate several keys live here (one schedule per trigger, a flow
+reference that exists, defaults merged key by key, a step that does one thing);
+the shape of each mapping is checked by its model first (`_models.py`).
 """
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
-from pathlib import Path
+import math
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from ruamel.yaml import YAML
-from ruamel.yaml.comments import CommentedMap, CommentedSeq
-from ruamel.yaml.error import MarkedYAMLError, YAMLError
-from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
-from ruamel.yaml.scalarbool import ScalarBoolean
-
-from triggers._declaration_models import (
-    ID_PATTERN,
-    MAX_ID_LENGTH,
-    Anchor,
+from triggers.clock import iso
+from triggers.declarations._messages import describe, suggestion
+from triggers.declarations._models import (
     CatchupModel,
     DefaultsModel,
     DocumentModel,
     FlowModel,
-    Loc,
     RetryModel,
     StepModel,
     TriggerFieldsModel,
     TriggerModel,
-    check_id,
-    describe,
-    parse_duration,
-    report_duplicate_ids,
-    suggestion,
-    to_json,
-    validate_partial,
 )
-from triggers.clock import iso
-from triggers.errors import DeclarationError, ScheduleError
+from triggers.declarations._problems import Problems, validate_partial
+from triggers.declarations._values import check_id
+from triggers.declarations._yaml import Loc
+from triggers.errors import ScheduleError
 from triggers.model import (
     AtSchedule,
     CalendarSchedule,
@@ -58,8 +41,6 @@ from triggers.model import (
     TriggerSpec,
 )
 from triggers.scheduler.occurrences import compile_schedule
-
-__all__ = ["Declarations", "load_declarations", "parse_declarations", "parse_duration"]
 
 SUPPORTED_VERSION = 1
 SCHEDULE_KINDS = ("cron", "every", "calendar", "at")
@@ -81,96 +62,27 @@ _SCHEDULE_INPUTS = frozenset({"id", "timezone", "start", "end", *SCHEDULE_KINDS}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Declarations:
-    """A valid declarations file: its flows by name and its triggers in file order."""
-
-    flows: dict[str, FlowSpec]
-    triggers: list[TriggerSpec]
-    source: str
-    digest: str = field(default="", compare=False)
-    """A digest of the text the declarations came from (see `text_digest`)."""
-
-
-def text_digest(text: str) -> str:
-    """The digest of a declarations text: equal texts are the same declarations."""
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-def read_declarations_text(path: str | Path) -> str:
-    """A declarations file's text.
-
-    Raises:
-        DeclarationError: the file cannot be read or is not UTF-8.
-    """
-    source = str(path)
-    try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        reason = exc.strerror or type(exc).__name__
-        raise _error([_problem(source, 0, 0, "", f"cannot read the file: {reason}")]) from exc
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        column = exc.start - data.rfind(b"\n", 0, exc.start)
-        problem = _problem(source, line, column, "", "the file is not valid UTF-8")
-        raise _error([problem]) from exc
-
-
-def load_declarations(path: str | Path) -> Declarations:
-    """Read and validate a declarations file.
-
-    Raises:
-        DeclarationError: the file cannot be read, is not UTF-8, or fails validation;
-            `details["problems"]` holds every problem as `{"file", "line", "column",
-            "key", "message"}` (line and column are 0 when the problem is the whole file).
-    """
-    return parse_declarations(read_declarations_text(path), source=str(path))
-
-
-def parse_declarations(text: str, *, source: str) -> Declarations:
-    """Validate declarations given as YAML text; `source` names them in problems.
-
-    Raises:
-        DeclarationError: listing every problem found (see `load_declarations`).
-    """
-    node, tree = _read_yaml(text, source)
-    problems = _Collector(source, tree)
-    for loc, first_line, mark in _duplicate_keys(node, (), set()):
-        message = f"duplicate key '{loc[-1]}' (first at line {first_line})"
-        problems.add_at(loc, message, line=mark.line, column=mark.column)
-    try:
-        data = _plain(tree, frozenset())
-    except _SelfReferenceError:
-        problems.add((), "the document contains itself through an alias")
-        data = None
-    declarations = _declarations(data, source, problems)
-    problems.raise_if_any()
-    return dataclasses.replace(declarations, digest=text_digest(text))
-
-
-# ---- building -----------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class _Context:
-    problems: _Collector
+    problems: Problems
     defaults: DefaultsModel | None
     bad_defaults: frozenset[str]
     flows: dict[str, FlowSpec]
     flow_names: list[str] | None  # None: `flows` itself is invalid, references go unchecked
 
 
-def _declarations(data: object, source: str, problems: _Collector) -> Declarations:
-    # Returns what is valid; callers raise first when any problem was reported.
-    nothing = Declarations(flows={}, triggers=[], source=source)
+def build_specs(data: object, problems: Problems) -> tuple[dict[str, FlowSpec], list[TriggerSpec]]:
+    """The valid flows by name and the valid triggers in file order; problems go to `problems`.
+
+    Returns what is valid even when something is not: callers raise first when any
+    problem was reported.
+    """
     if data is None:
         if not problems.count:
             problems.add((), "the file is empty; it starts with 'version: 1'")
-        return nothing
+        return {}, []
     document, bad = validate_partial(DocumentModel, data, (), problems)
     if document is None or not isinstance(data, dict):
-        return nothing
+        return {}, []
     if "version" not in data:
         problems.add(("version",), "missing required key 'version' (this format is 'version: 1')")
     elif isinstance(data["version"], bool) or data["version"] != SUPPORTED_VERSION:
@@ -194,14 +106,10 @@ def _declarations(data: object, source: str, problems: _Collector) -> Declaratio
         _trigger(raw, ("triggers", index), context) for index, raw in enumerate(raw_triggers)
     ]
     report_duplicate_ids(raw_triggers, ("triggers",), problems, what="trigger id")
-    return Declarations(
-        flows=context.flows,
-        triggers=[trigger for trigger in triggers if trigger is not None],
-        source=source,
-    )
+    return context.flows, [trigger for trigger in triggers if trigger is not None]
 
 
-def _flows(raw_flows: dict[Any, Any], problems: _Collector) -> dict[str, FlowSpec]:
+def _flows(raw_flows: dict[Any, Any], problems: Problems) -> dict[str, FlowSpec]:
     flows = {}
     for name, raw in raw_flows.items():
         loc: Loc = ("flows", name)
@@ -251,7 +159,7 @@ def _trigger(raw: object, loc: Loc, context: _Context) -> TriggerSpec | None:
 
 
 def _merged_fields(
-    trigger: TriggerModel, loc: Loc, defaults: DefaultsModel | None, problems: _Collector
+    trigger: TriggerModel, loc: Loc, defaults: DefaultsModel | None, problems: Problems
 ) -> dict[str, Any]:
     """TriggerSpec's keyword arguments other than id, flow and schedule."""
 
@@ -287,7 +195,7 @@ def _check_flow_reference(name: str | None, loc: Loc, context: _Context) -> None
 
 
 def _schedule(
-    raw: dict[Any, Any], trigger: TriggerModel, loc: Loc, zone: str, problems: _Collector
+    raw: dict[Any, Any], trigger: TriggerModel, loc: Loc, zone: str, problems: Problems
 ) -> Schedule | None:
     kinds = [kind for kind in SCHEDULE_KINDS if kind in raw]
     if not kinds:
@@ -330,7 +238,7 @@ def _utc(value: datetime, zone: str) -> datetime:
 # ---- flows --------------------------------------------------------------------------
 
 
-def _flow_definition(raw: object, loc: Loc, problems: _Collector) -> dict[str, JsonValue] | None:
+def _flow_definition(raw: object, loc: Loc, problems: Problems) -> dict[str, JsonValue] | None:
     """The canonical JSON definition of one flow, or None once its problems are reported.
 
     The durable runtime interprets this JSON and its digest versions the flow, so its
@@ -363,7 +271,7 @@ def _flow_definition(raw: object, loc: Loc, problems: _Collector) -> dict[str, J
     return None if problems.count > before else {"kind": "steps", "steps": steps}
 
 
-def _step(raw: object, loc: Loc, problems: _Collector) -> dict[str, JsonValue] | None:
+def _step(raw: object, loc: Loc, problems: Problems) -> dict[str, JsonValue] | None:
     before = problems.count
     step, _ = validate_partial(StepModel, raw, loc, problems)
     if step is None or not isinstance(raw, dict):
@@ -388,7 +296,7 @@ def _step(raw: object, loc: Loc, problems: _Collector) -> dict[str, JsonValue] |
     return None if problems.count > before else _step_json(step, loc, problems)
 
 
-def _step_json(step: StepModel, loc: Loc, problems: _Collector) -> dict[str, JsonValue] | None:
+def _step_json(step: StepModel, loc: Loc, problems: Problems) -> dict[str, JsonValue] | None:
     effect = {
         "timeout_s": _seconds(step.timeout),
         "retry": _retry_json(step.retry),
@@ -441,184 +349,43 @@ def _retry_json(retry: RetryModel | None) -> dict[str, JsonValue] | None:
     return result
 
 
-# ---- YAML and locations -------------------------------------------------------------
-
-_QUOTE_HINT = "; quote a value that starts with '*', '@' or '`', like cron: \"*/5 * * * *\""
+# ---- shared -------------------------------------------------------------------------
 
 
-def _read_yaml(text: str, source: str) -> tuple[Node | None, Any]:
-    yaml = YAML(typ="rt")
-    # Duplicate keys are found on the node tree instead, so every one of them is reported.
-    yaml.allow_duplicate_keys = True
-    try:
-        node = yaml.compose(text)
-        # What `yaml.load` does after composing; composing once serves both uses.
-        return node, None if node is None else yaml.constructor.construct_document(node)
-    except MarkedYAMLError as exc:
-        message = ": ".join(str(part) for part in (exc.context, exc.problem) if part)
-        mark = exc.problem_mark or exc.context_mark
-        if exc.context == "while scanning an alias" or "'@'" in message or "'`'" in message:
-            message += _QUOTE_HINT
-            mark = exc.context_mark or mark
-        line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
-        raise _error([_problem(source, line, column, "", f"invalid YAML: {message}")]) from None
-    except YAMLError as exc:
-        raise _error([_problem(source, 1, 1, "", f"invalid YAML: {exc}")]) from None
+def report_duplicate_ids(items: list[Any], loc: Loc, problems: Problems, *, what: str) -> None:
+    """Report each item whose `id` an earlier item of `items` already has."""
+    first: dict[str, int] = {}
+    for index, item in enumerate(items):
+        ident = item.get("id") if isinstance(item, dict) else None
+        if not isinstance(ident, str):
+            continue
+        if ident in first:
+            line = problems.line_of((*loc, first[ident], "id"))
+            problems.add((*loc, index, "id"), f"duplicate {what} '{ident}' (first at line {line})")
+        else:
+            first[ident] = index
 
 
-def _duplicate_keys(node: Node | None, loc: Loc, seen: set[int]) -> Iterator[tuple[Loc, int, Any]]:
-    # An alias shares its node: visiting it once reports its duplicates once.
-    if node is None or id(node) in seen:
-        return
-    seen.add(id(node))
-    if isinstance(node, MappingNode):
-        first: dict[str, int] = {}
-        for key_node, value_node in node.value:
-            key = key_node.value if isinstance(key_node, ScalarNode) else None
-            if key is None or key == "<<":
-                continue
-            if key in first:
-                yield (*loc, key), first[key], key_node.start_mark
+def to_json(value: object, loc: Loc, problems: Problems) -> JsonValue:
+    """`value` as JSON (timestamps as ISO 8601 strings); report what JSON cannot hold."""
+    if isinstance(value, dict):
+        result: dict[str, JsonValue] = {}
+        for key, item in value.items():
+            if isinstance(key, str):
+                result[key] = to_json(item, (*loc, key), problems)
             else:
-                first[key] = key_node.start_mark.line + 1
-            yield from _duplicate_keys(value_node, (*loc, key), seen)
-    elif isinstance(node, SequenceNode):
-        for index, item in enumerate(node.value):
-            yield from _duplicate_keys(item, (*loc, index), seen)
-
-
-def _plain(value: object, active: frozenset[int]) -> object:
-    """The YAML tree as builtins, keys and order kept: what the validators see."""
-    if isinstance(value, Mapping | list):
-        if id(value) in active:
-            raise _SelfReferenceError
-        inner = active | {id(value)}
-        if isinstance(value, Mapping):
-            return {_plain_key(key): _plain(item, inner) for key, item in value.items()}
-        return [_plain(item, inner) for item in value]
-    # ruamel's scalar subclasses carry formatting state; strict validation wants builtins.
-    if isinstance(value, bool | ScalarBoolean):
-        return bool(value)
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, float):
-        return float(value)
-    if isinstance(value, str):
-        return str(value)
-    if isinstance(value, datetime):
-        return datetime.combine(value.date(), value.timetz())
-    return value  # dates, null, and what JSON cannot hold (bytes, sets, tags) for validators
-
-
-def _plain_key(key: object) -> object:
-    return _plain(key, frozenset()) if isinstance(key, bool | int | float | str) else key
-
-
-class _SelfReferenceError(Exception):
-    """The YAML tree contains itself (a recursive alias), so it has no plain form."""
-
-
-class _Collector:
-    """The problems of one document, located in its YAML tree (implements `Problems`)."""
-
-    def __init__(self, source: str, tree: object) -> None:
-        self._source = source
-        self._tree = tree
-        self._found: dict[tuple[Any, ...], dict[str, Any]] = {}
-        self._count = 0
-
-    @property
-    def count(self) -> int:
-        return self._count
-
-    def add(self, loc: Loc, message: str, *, at: Anchor = "value") -> None:
-        line, column, key_loc = _locate(self._tree, loc, at)
-        self.add_at(key_loc, message, line=line, column=column)
-
-    def add_at(self, loc: Loc, message: str, *, line: int, column: int) -> None:
-        """Add a problem at a 0-based position the caller already knows."""
-        self._count += 1
-        problem = _problem(self._source, line + 1, column + 1, _key_path(self._tree, loc), message)
-        # Each trigger that inherits a bad default reports it again; show it once.
-        self._found.setdefault(tuple(problem.values()), problem)
-
-    def line_of(self, loc: Loc) -> int:
-        return _locate(self._tree, loc, "value")[0] + 1
-
-    def raise_if_any(self) -> None:
-        if self._found:
-            found = self._found.values()
-            raise _error(sorted(found, key=lambda problem: (problem["line"], problem["column"])))
-
-
-def _locate(tree: object, loc: Loc, at: Anchor) -> tuple[int, int, Loc]:
-    """The 0-based line and column of `loc`, and the part of `loc` that names a key.
-
-    A key that is absent (a missing key) points at the mapping that lacks it; a path
-    that runs below a scalar (shorthands like `every: 90s`) points at the scalar.
-    """
-    node, key_at, value_at = tree, (0, 0), (0, 0)
-    for depth, element in enumerate(loc):
-        if element == "[key]":  # pydantic's marker for a problem with a mapping key
-            return (*key_at, loc[:depth])
-        if isinstance(node, CommentedMap) and element in node:
-            where = node.lc.data.get(element)  # absent for keys brought in by a `<<` merge
-            if where is not None:
-                key_at, value_at = (where[0], where[1]), (where[2], where[3])
-        elif isinstance(node, CommentedSeq) and isinstance(element, int) and element < len(node):
-            where = node.lc.data.get(element)
-            if where is not None:
-                key_at = value_at = (where[0], where[1])
-        elif isinstance(node, Mapping):
-            return (*key_at, tuple(part for part in loc if part != "[key]"))
-        else:
-            return (*value_at, loc[:depth])
-        node = node[element]
-    # A mapping or list value starts on the line after its key in block style, and a
-    # null value has no position of its own: both read better at their key.
-    use_key = at == "key" or node is None or isinstance(node, Mapping | list)
-    return (*(key_at if use_key else value_at), loc)
-
-
-def _key_path(tree: object, loc: Loc) -> str:
-    """`triggers[nightly-backup].catchup.window`: list items by their unique id, else index."""
-    text, node = "", tree
-    for element in loc:
-        if isinstance(element, int) and isinstance(node, list):
-            text += f"[{_item_label(node, element)}]"
-        else:
-            text += f".{element}" if text else str(element)
-        node = _child(node, element)
-    return text
-
-
-def _child(node: object, element: str | int) -> object:
-    if isinstance(node, Mapping) and element in node:
-        return node[element]
-    if isinstance(node, list) and isinstance(element, int) and element < len(node):
-        return node[element]
+                problems.add(
+                    (*loc, key), f"a JSON key must be a string, got {describe(key)}", at="key"
+                )
+        return result
+    if isinstance(value, list):
+        return [to_json(item, (*loc, index), problems) for index, item in enumerate(value)]
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if isinstance(value, float) and not math.isfinite(value):
+        problems.add(loc, f"{describe(value)} is not a JSON number")
+        return None
+    if value is None or isinstance(value, str | int | float):
+        return value
+    problems.add(loc, f"{describe(value)} is not a JSON value")
     return None
-
-
-def _item_label(items: list[Any], index: int) -> str:
-    item = items[index] if index < len(items) else None
-    ident = item.get("id") if isinstance(item, Mapping) else None
-    if not isinstance(ident, str) or len(ident) > MAX_ID_LENGTH or not ID_PATTERN.fullmatch(ident):
-        return str(index)
-    same = [other for other in items if isinstance(other, Mapping) and other.get("id") == ident]
-    return ident if len(same) == 1 else str(index)
-
-
-def _problem(source: str, line: int, column: int, key: str, message: str) -> dict[str, Any]:
-    return {"file": source, "line": line, "column": column, "key": key, "message": message}
-
-
-def _error(problems: list[dict[str, Any]]) -> DeclarationError:
-    lines = []
-    for problem in problems:
-        where = problem["file"]
-        if problem["line"]:
-            where += f":{problem['line']}:{problem['column']}"
-        key = f" {problem['key']}:" if problem["key"] else ""
-        lines.append(f"{where}:{key} {problem['message']}")
-    return DeclarationError("\n".join(lines), problems=problems)

@@ -1,4 +1,4 @@
-"""Recording runs that stopped: the SQL store's settle path.
+"""Recording runs that stopped: the SQL store writes their settlements to the ledger.
 
 Runs inside the caller's write transaction; trigger rows are locked before
 ledger rows, as on every write path.
@@ -15,13 +15,13 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from triggers.model import FireRecord, Outcome, Trigger
-from triggers.store import _rows
+from triggers.store import _codec
 from triggers.store._shared import adjust_active, chunks, lock_triggers
 from triggers.store.protocol import Settlement
 from triggers.store.schema import fires, triggers
 
 
-def settle(
+def record_settlements(
     conn: Connection, settlements: Sequence[Settlement], now: datetime
 ) -> list[FireRecord | None]:
     """Record stopped runs; idempotent (only `launched` rows of that run change)."""
@@ -55,7 +55,7 @@ def settle(
             and trigger.spec.pause_on_failure
         ):
             pauses.setdefault(trigger.id, settlement.error or f"run {settlement.run_id} failed")
-        record = _rows.fire_from_row(row)
+        record = _codec.fire_from_row(row)
         results.append(
             dataclasses.replace(
                 record, outcome=Outcome(settlement.state), settled_at=now, error=settlement.error

@@ -1,0 +1,202 @@
+"""The shapes of the declarations file, one pydantic model per mapping.
+
+Pydantic checks each mapping on its own (types, ranges, unknown keys); the rules
+that relate several keys live in `_specs.py`.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Annotated, Any, ClassVar
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    Strict,
+    StringConstraints,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from triggers.declarations._values import (
+    Argv,
+    Count,
+    Duration,
+    EnvName,
+    HttpMethod,
+    Id,
+    Instant,
+    NonEmpty,
+    Ref,
+    Span,
+    Status,
+    Text,
+    Url,
+    Zone,
+    every_shorthand,
+)
+from triggers.durations import format_duration
+from triggers.model import CatchupPolicy, Overlap
+
+
+class _Model(BaseModel):
+    # Strict: YAML already types its scalars, so "yes" or "1" where a bool or an integer
+    # belongs is a mistake to report, not to coerce.
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    nullable: ClassVar[frozenset[str]] = frozenset()
+    """Keys whose explicit `null` means something; elsewhere `null` is an error."""
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _reject_null(cls, value: object, info: ValidationInfo) -> object:
+        if value is None and info.field_name not in cls.nullable:
+            raise ValueError("needs a value (leave the key out to use the default)")
+        return value
+
+
+class CatchupModel(_Model):
+    """`catchup:` of a trigger or of `defaults`; unset keys fall back key by key."""
+
+    policy: Annotated[CatchupPolicy, Strict(False)] | None = None
+    window: Duration | None = None
+    grace: Span | None = None
+
+
+class TriggerFieldsModel(_Model):
+    """The trigger keys `defaults` may set too; `None` means "not given"."""
+
+    nullable = frozenset({"input", "description", "start", "end", "max_runs"})
+
+    timezone: Zone | None = None
+    overlap: Annotated[Overlap, Strict(False)] | None = None
+    max_active: Count | None = None
+    max_buffer: Count | None = None
+    catchup: CatchupModel | None = None
+    jitter: Span | None = None
+    input: Any = None
+    enabled: bool | None = None
+    description: str | None = None
+    start: Instant | None = None
+    end: Instant | None = None
+    max_runs: Count | None = None
+    pause_on_failure: bool | None = None
+
+
+class DefaultsModel(TriggerFieldsModel):
+    """`defaults:` of the document."""
+
+
+class EveryModel(_Model):
+    """`every:`; a bare duration is shorthand for `{interval: ...}`."""
+
+    interval: Duration
+    start: Instant | None = None
+
+
+class CalendarModel(_Model):
+    """`calendar:`: an interval of years/months/weeks/days at a wall-clock time."""
+
+    years: Annotated[int, Field(ge=0)] = 0
+    months: Annotated[int, Field(ge=0)] = 0
+    weeks: Annotated[int, Field(ge=0)] = 0
+    days: Annotated[int, Field(ge=0)] = 0
+    day: Annotated[int, Field(ge=1, le=31)] | None = None
+    hour: Annotated[int, Field(ge=0, le=23)] = 0
+    minute: Annotated[int, Field(ge=0, le=59)] = 0
+    second: Annotated[int, Field(ge=0, le=59)] = 0
+    start: Instant | None = None
+
+    @model_validator(mode="after")
+    def _has_interval(self) -> CalendarModel:
+        if not (self.years or self.months or self.weeks or self.days):
+            raise ValueError("a calendar needs an interval: years, months, weeks or days")
+        return self
+
+
+class TriggerModel(TriggerFieldsModel):
+    """One item of `triggers:`; required keys are checked by the caller."""
+
+    id: Id | None = None
+    flow: str | None = None
+    cron: NonEmpty | None = None
+    every: Annotated[EveryModel, BeforeValidator(every_shorthand)] | None = None
+    calendar: CalendarModel | None = None
+    at: Instant | None = None
+
+
+class RetryModel(_Model):
+    """`retry:` of a step; unset keys take the documented defaults."""
+
+    max_attempts: Count = 3
+    backoff: Duration = timedelta(seconds=10)
+    max_backoff: Duration = timedelta(minutes=5)
+    non_retryable_exit_codes: list[Annotated[int, Field(ge=0, le=255)]] = []
+    deadline: Duration | None = None
+
+    @model_validator(mode="after")
+    def _ordered(self) -> RetryModel:
+        if self.max_backoff < self.backoff:
+            raise ValueError(
+                f"max_backoff ({format_duration(self.max_backoff)}) is shorter than "
+                f"backoff ({format_duration(self.backoff)})"
+            )
+        return self
+
+
+class HttpModel(_Model):
+    """`http:` of a step."""
+
+    nullable = frozenset({"body", "expect_status"})
+
+    url: Url
+    method: HttpMethod = "GET"
+    headers: dict[str, Text] = Field(default_factory=dict)
+    body: Any = None
+    expect_status: list[Status] | None = None
+    timeout: Duration | None = None
+
+
+class WaitSignalModel(_Model):
+    """`wait_signal:` of a step."""
+
+    name: NonEmpty
+    timeout: Duration | None = None
+
+
+class StepModel(_Model):
+    """One item of a flow's `steps:`; which keys go together is checked by the caller."""
+
+    id: Id | None = None
+    run: Argv | None = None
+    http: HttpModel | None = None
+    python: Ref | None = None
+    sleep: Duration | None = None
+    wait_signal: WaitSignalModel | None = None
+    timeout: Duration | None = None
+    retry: RetryModel | None = None
+    env: dict[EnvName, Text] | None = None
+    cwd: NonEmpty | None = None
+    idempotent: bool | None = None
+
+
+class FlowModel(_Model):
+    """One value of `flows:`: `steps` (validated one by one) or `python`."""
+
+    steps: list[Any] | None = None
+    python: Ref | None = None
+    version: Annotated[str, StringConstraints(min_length=1, max_length=64)] | None = None
+
+
+class DocumentModel(_Model):
+    """The top level; sections are validated item by item by the caller."""
+
+    nullable = frozenset({"version", "defaults", "flows", "triggers"})
+
+    version: Any = None
+    defaults: Any = None
+    flows: dict[Any, Any] | None = None
+    triggers: list[Any] | None = None

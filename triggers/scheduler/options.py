@@ -1,0 +1,32 @@
+"""The scheduler's tunables and their defaults, the one place those defaults are written.
+
+`triggers.settings` takes its defaults for the settings of the same names from here,
+and `Settings.scheduler_options` copies them back by name, so a default cannot differ
+between `TRIGGERS_*` and the scheduler a test or a benchmark builds directly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SchedulerOptions:
+    """Tunables of the scheduler (built from Settings by the daemon)."""
+
+    owner: str
+    host: str
+    version: str = "0"
+    poll_interval: timedelta = timedelta(seconds=5)
+    lease: timedelta = timedelta(minutes=5)
+    run_poll_interval: timedelta = timedelta(seconds=15)
+    start_timeout: timedelta = timedelta(minutes=4)
+    inspect_timeout: timedelta = timedelta(seconds=30)
+    cancel_timeout: timedelta = timedelta(seconds=30)
+    concurrency: int = 8
+    fire_retention: timedelta = timedelta(days=30)
+    shutdown_grace: timedelta = timedelta(seconds=10)
+    plan_limit: int = 10_000
+    housekeeping_delay: timedelta = timedelta(milliseconds=200)
+    """After a tick that launched, how long heartbeat/listing/pending wait (0: never)."""
