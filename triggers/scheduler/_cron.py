@@ -1,7 +1,12 @@
 """Cron expressions: parsing with croniter, and their occurrences in a time zone.
 
-croniter only ever sees naive wall-clock times, so its own DST handling never runs;
-wall times become instants here, by Debian cron's rule:
+croniter parses, validates and expands the fields (names, ranges, steps, `H`); it never
+searches for a date. Which dates match is `_cron_days`'s (croniter intersects the two
+day fields whenever one of them uses `W`, `#` or `L`, where Vixie cron's OR applies),
+and on a matching day every combination of the expanded hour, minute and second
+values fires, so a time of day is arithmetic on those values.
+
+Those are wall-clock times; they become instants here, by Debian cron's rule:
 
 - a *fixed-time* expression (neither the minute nor the hour field starts with
   `*`) fires once for a wall time that repeats, at the first of its two instants,
@@ -9,28 +14,23 @@ wall times become instants here, by Debian cron's rule:
   the gap;
 - any other expression follows elapsed time: nothing for wall times in a gap, and
   both instants of a repeated wall time.
-
-A day either matches the expression or not (month, day-of-month, day-of-week, `L`,
-`W`, `#`), and on a matching day every combination of the expanded hour, minute and
-second values fires. croniter finds matching days; the time of day is arithmetic on
-those expanded values, so counting a range costs one croniter call per matching day.
 """
 
 from __future__ import annotations
 
 import bisect
 import calendar
-import threading
+import re
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 
 from croniter import (  # noqa: TID251 - this package is where cron math is allowed
-    CroniterBadDateError,
     CroniterError,
     croniter,
 )
 
 from triggers.errors import ScheduleError
+from triggers.scheduler._cron_days import LAST, CronCalendar, DayFields
 from triggers.scheduler._timeline import (
     CountableSchedule,
     Span,
@@ -43,8 +43,8 @@ from triggers.scheduler._timeline import (
 _DAY_S = 86_400
 _WITH_SECONDS = 6  # fields in an expression with a leading seconds field
 _SECONDS_FIELD = 5  # where croniter's expansion keeps the seconds, whatever their position
+_DAY_OF_MONTH, _MONTH, _DAY_OF_WEEK = 2, 3, 4  # croniter's field indexes
 _NAIVE_EPOCH = instant(0).replace(tzinfo=None)
-_WALL_2001 = floor_s(datetime(2001, 1, 1, tzinfo=UTC))
 # Vixie cron's meanings; croniter would turn them into H (hashed) forms when given a
 # hash id, which would move `@daily` away from midnight.
 _MACROS = {
@@ -56,6 +56,10 @@ _MACROS = {
     "@midnight": "0 0 * * *",
     "@hourly": "0 * * * *",
 }
+_WEEKDAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
+_NAMES = {name.lower(): number for number, name in enumerate(calendar.month_abbr) if name}
+_NAMES.update({name: number for number, name in enumerate(_WEEKDAYS)})
+_RANGE = re.compile(r"^(?P<low>[0-9a-z]+)-(?P<high>[0-9a-z]+)(?:/\d+)?(?P<nth>#\d+)?$")
 _REBOOT = (
     "@reboot is not supported: triggers fire on a clock, not at daemon start; "
     "use a systemd unit for boot-time work"
@@ -65,7 +69,9 @@ _REBOOT = (
 class CronRule:
     """A parsed expression, matched against wall-clock seconds (see `_timeline`)."""
 
-    def __init__(self, iterator: croniter, *, expression: str, fixed_time: bool) -> None:
+    def __init__(
+        self, iterator: croniter, days: CronCalendar, *, expression: str, fixed_time: bool
+    ) -> None:
         self.expression = expression
         self.fixed_time = fixed_time
         expanded = iterator.expanded
@@ -75,18 +81,18 @@ class CronRule:
         self._seconds = _values(expanded[_SECONDS_FIELD], 60) if has_seconds else (0,)
         self._per_hour = len(self._minutes) * len(self._seconds)
         self._per_day = len(self._hours) * self._per_hour
-        self._iterator = iterator
-        self._lock = threading.Lock()  # croniter keeps its position in the instance
-        self._matching_day: int | None = None
+        self._days = days
 
     def next(self, wall: int) -> int | None:
-        """The first matching wall time at or after `wall`, or None (none in 50 years)."""
+        """The first matching wall time at or after `wall`, or None (none before 10000)."""
         day, time_of_day = divmod(wall, _DAY_S)
-        if day == self._matching_day:
+        found = self._days.next_day(day)
+        if found == day:
             index = self._count_before(time_of_day)
             if index < self._per_day:
                 return day * _DAY_S + self._time_of_day(index)
-        return self._croniter_next(wall)
+            found = self._days.next_day(day + 1)
+        return None if found is None else found * _DAY_S + self._time_of_day(0)
 
     def summary(self, low: int, high: int) -> tuple[int, int, int | None, int] | None:
         """First, last, the one before the last, and count of matches in [low, high]."""
@@ -106,21 +112,6 @@ class CronRule:
             count += stop - start
             at = self.next(day_start + _DAY_S)
         return first, last, before_last if count > 1 else None, count
-
-    def _croniter_next(self, wall: int) -> int | None:
-        # croniter returns the first match strictly after its start, rounded down to its
-        # resolution (second or minute), so starting one second early makes `wall` itself
-        # eligible. A smaller nudge would vanish in croniter's float timestamps.
-        start = _NAIVE_EPOCH + timedelta(seconds=wall - 1)
-        with self._lock:
-            try:
-                found = self._iterator.get_next(datetime, start_time=start)
-            except (CroniterBadDateError, ValueError, OverflowError):
-                # No match within croniter's 50-year horizon, or none before year 10000.
-                return None
-        at = (found - _NAIVE_EPOCH) // timedelta(seconds=1)
-        self._matching_day = at // _DAY_S
-        return at
 
     def _count_before(self, time_of_day: int) -> int:
         """How many times of day of a matching day fall before `time_of_day`."""
@@ -181,9 +172,14 @@ def parse_cron(expression: str, *, trigger_id: str, check_fires: bool = True) ->
             "daemons and restarts; use H for a stable spread",
             expression=expression,
         )
+    fields = [
+        _one_value_ranges(field, days=index == len(fields) - 3)
+        for index, field in enumerate(fields)
+    ]
+    _refuse_mixed_weekdays(fields[-1], expression)
     try:
         iterator = croniter(
-            text,
+            " ".join(fields),
             _NAIVE_EPOCH,
             hash_id=trigger_id,
             second_at_beginning=len(fields) == _WITH_SECONDS,
@@ -193,28 +189,99 @@ def parse_cron(expression: str, *, trigger_id: str, check_fires: bool = True) ->
             f"invalid cron expression {expression!r}: {exc}", expression=expression
         ) from exc
     minute, hour = fields[-5], fields[-4]  # an optional seconds field comes first
+    days = _day_fields(iterator, day_of_month=fields[-3], day_of_week=fields[-1])
+    dates = CronCalendar(days)
     rule = CronRule(
         iterator,
+        dates,
         expression=expression,
         fixed_time=not (minute.startswith("*") or hour.startswith("*")),
     )
-    # Any expression without a year field that fires at all fires within a 400-year
-    # Gregorian cycle, and croniter looks 50 years ahead, which covers leap days.
-    if check_fires and rule.next(_WALL_2001) is None:
+    if check_fires and not dates.fires():
         raise ScheduleError(
-            f"cron expression {expression!r} never fires: {_why_never(iterator)}",
+            f"cron expression {expression!r} never fires: {_why_never(days)}",
             expression=expression,
         )
     return rule
 
 
-def _why_never(iterator: croniter) -> str:
-    days, months, weekdays = iterator.expanded[2], iterator.expanded[3], iterator.expanded[4]
-    if "*" in days or "l" in days or weekdays != ["*"] or iterator.nearest_weekday:
+def _one_value_ranges(field: str, *, days: bool) -> str:
+    """`field` with each range from a value to itself (`5-5`, `mon-mon#2`) as that value.
+
+    croniter 7 reads such a range as the whole field (`0 3-3 * * *` every hour, and
+    `31-L` every day), where every cron reads the one value; a step after it has
+    nothing left to step over. `days`: this is the day-of-month field, where `L` ends
+    a range as 31.
+    """
+    names = {**_NAMES, "l": 31} if days else _NAMES
+    items = field.lower().split(",")
+    for index, item in enumerate(items):
+        found = _RANGE.match(item)
+        if found is None:
+            continue
+        low, high = (
+            int(text) if text.isdigit() else names.get(text)
+            for text in (found["low"], found["high"])
+        )
+        if low is not None and low == high:
+            items[index] = found["low"] + (found["nth"] or "")
+    return ",".join(items)
+
+
+def _restricted(field: str) -> bool:
+    """Vixie cron's test: a day field starting with `*` (or `?`) leaves the other in charge."""
+    return not (field.startswith("*") or field == "?")
+
+
+def _refuse_mixed_weekdays(day_of_week: str, expression: str) -> None:
+    """Refuse plain weekdays listed with `#` or `L` forms.
+
+    croniter refuses most such lists, but reads some (`1,1#2`, `0-6,1#2`) as their
+    `#` items alone.
+    """
+    items = day_of_week.split(",")
+    special = [item for item in items if "#" in item or item.startswith("l")]
+    if special and len(special) < len(items):
+        raise ScheduleError(
+            f"cron expression {expression!r} mixes plain days of the week with {special[0]!r} "
+            "in one field; use one kind per field (or two triggers)",
+            expression=expression,
+        )
+
+
+def _day_fields(iterator: croniter, *, day_of_month: str, day_of_week: str) -> DayFields:
+    """The month and day fields as `_cron_days` reads them."""
+    expanded = iterator.expanded
+    nearest = frozenset(iterator.nearest_weekday)
+    nth = frozenset(
+        (weekday, LAST if number == "l" else int(number))
+        for weekday, numbers in iterator.nth_weekday_of_month.items()
+        for number in numbers
+    )
+    listed = [value for value in expanded[_DAY_OF_MONTH] if value != "l"]
+    return DayFields(
+        months=_set(expanded[_MONTH], 1, 12),
+        days=_set(listed, 1, 31) - nearest if listed else frozenset(),
+        last_day="l" in expanded[_DAY_OF_MONTH],
+        nearest_weekday=nearest,
+        weekdays=frozenset() if nth else _set(expanded[_DAY_OF_WEEK], 0, 6),
+        nth_weekdays=nth,
+        day_or=_restricted(day_of_month) and _restricted(day_of_week),
+    )
+
+
+def _set(field: Sequence[int | str], low: int, high: int) -> frozenset[int]:
+    if "*" in field:
+        return frozenset(range(low, high + 1))
+    return frozenset(int(value) for value in field)
+
+
+def _why_never(days: DayFields) -> str:
+    plain_days = not (days.last_day or days.nearest_weekday)
+    if days.day_or or not plain_days or days.weekdays != frozenset(range(7)):
         return "no date matches it"
-    month_numbers = range(1, 13) if "*" in months else [int(month) for month in months]
-    names = [calendar.month_name[month] for month in month_numbers]
-    first_day = min(int(day) for day in days)
+    names = [calendar.month_name[month] for month in sorted(days.months)]
+    first_day = min(days.days)
     if len(names) == 1:
         return f"{names[0]} has no day {first_day}"
     return f"none of {', '.join(names)} has a day {first_day}"
