@@ -23,6 +23,7 @@ import structlog
 
 from looms_runtime import Runtime
 from looms_runtime.db import Database
+from looms_runtime.host import ProcessId
 from triggers import __version__
 from triggers.clock import Clock, SystemClock
 from triggers.declarations import parse_declarations, read_declarations_text, text_digest
@@ -33,6 +34,7 @@ from triggers.scheduler.engine import Scheduler
 from triggers.services import apply_declarations
 from triggers.settings import Settings
 from triggers.store.migrate import ensure_schema
+from triggers.store.protocol import Heartbeat
 from triggers.store.sql import SqlTriggerStore
 
 log = structlog.get_logger()
@@ -82,19 +84,46 @@ def open_backend(
     clock the caller's scheduler runs on: one clock per process.
     """
     db = open_database(settings, background_checkpoints=daemon)
-    runner = LoomsRunner()
+    clock = clock or SystemClock()
+    store = SqlTriggerStore(db)
+    runner = LoomsRunner(ledger=store, clock=clock)
     runtime = Runtime(
         db,
         owner=owner,
-        clock=(clock or SystemClock()).now,
+        clock=clock.now,
         env_prefix="TRIGGERS_",
         workers=settings.workers,
+        lease=settings.owner_lease,
         on_settled=runner.notify,
+        transition_hook=runner.record_changes,
         retention=settings.run_retention if daemon else None,
         trim_events=settings.trim_events,
+        # Command steps outlive the daemon under their supervisors; the next daemon
+        # on this host finds them here.
+        attempts_dir=settings.resolved_state_directory() / "attempts" if daemon else None,
     )
     runner.attach(runtime)
-    return Backend(db=db, store=SqlTriggerStore(db), runtime=runtime, runner=runner)
+    return Backend(db=db, store=store, runtime=runtime, runner=runner)
+
+
+class LocalHost:
+    """This host's facts for the scheduler: its boot, this process, and dead processes."""
+
+    def __init__(self) -> None:
+        self._process = ProcessId.current()
+
+    @property
+    def boot_id(self) -> str | None:
+        return self._process.boot or None
+
+    @property
+    def process_start(self) -> int | None:
+        return self._process.started
+
+    def gone(self, beat: Heartbeat) -> bool:
+        if beat.boot_id is None or beat.boot_id != self._process.boot:
+            return False
+        return ProcessId(boot=beat.boot_id, pid=beat.pid, started=beat.process_start).gone()
 
 
 def owner_id(host: str) -> str:
@@ -162,6 +191,7 @@ class Daemon:
             clock=self._clock,
             options=options,
             metrics=Metrics(),
+            host=LocalHost(),
         )
 
     def _supervise(self, backend: Backend, scheduler: Scheduler, worker: threading.Thread) -> None:

@@ -62,6 +62,9 @@ class Reason(enum.StrEnum):
     PAUSED = "paused"
     DISABLED = "disabled"
     MAX_RUNS = "max_runs"
+    BLOCKED = "blocked"
+    """The active run that kept this occurrence from launching needs an operator (it is
+    parked); the ledger row names it in `blocked_by`."""
 
 
 class Action(enum.StrEnum):
@@ -238,6 +241,8 @@ class Trigger:
     active_count: int = 0
     buffered_count: int = 0
     runs_launched: int = 0
+    blocked_by: str | None = None
+    """An active run of the trigger that waits for an operator (parked), if any."""
     created_at: datetime
     updated_at: datetime
 
@@ -270,6 +275,8 @@ class FireRecord:
     count: int = 1
     manual_key: str = ""
     idempotency_key: str | None = None
+    blocked_by: str | None = None
+    """With reason `blocked`: the run that blocked this occurrence."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

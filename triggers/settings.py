@@ -72,6 +72,9 @@ class Settings(BaseSettings):
     run_poll_interval: Duration = _scheduler_default("run_poll_interval")
     """How often active runs are inspected when the runtime does not report first."""
     shutdown_grace: Duration = _scheduler_default("shutdown_grace")
+    owner_lease: Duration = _scheduler_default("owner_lease")
+    """How long a daemon that stopped (on another host) keeps its runs and launch
+    reservations before a live one takes them; on the same host, at once."""
     run_retention: Duration | None = timedelta(days=30)
     """Settled runs older than this are purged (their key stays taken); None: kept."""
     trim_events: bool = False

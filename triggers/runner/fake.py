@@ -19,6 +19,8 @@ class FakeRunner:
         fail_starts: idempotency keys whose start raises RunnerError (transiently).
     """
 
+    settles_ledger = False
+
     def __init__(self, *, auto_complete: bool = False) -> None:
         self.auto_complete = auto_complete
         self.fail_starts: set[str] = set()

@@ -3,31 +3,40 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from looms_runtime import (
     LoomsError,
     RunSettled,
     Runtime,
+    RunTransition,
     StartConflictError,
     StartRequest,
     UnknownFlowError,
 )
-from triggers.clock import iso
+from triggers.clock import Clock, iso
 from triggers.errors import RunnerError, RunnerRefusedError
 from triggers.model import RunStatus
 from triggers.runner.protocol import LaunchRequest, RunHandle, SettledCallback
+from triggers.store.protocol import RunChange, TriggerStore
 
 
 class LoomsRunner:
     """Runner backed by an in-process looms `Runtime`.
 
     Built before the runtime so that the runtime's `on_settled` can point at
-    `notify`; `attach` then hands it the runtime.
+    `notify` (and its `transition_hook` at `record_changes`); `attach` then hands it
+    the runtime. Given the trigger store of the runtime's own database (`ledger`),
+    it records each run's settlement, and whether a run blocks its trigger, inside
+    the transaction that makes the run's own events durable: `settles_ledger`.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, ledger: TriggerStore | None = None, clock: Clock | None = None) -> None:
         self._runtime: Runtime | None = None
         self._callbacks: list[SettledCallback] = []
+        self._ledger = ledger
+        self._clock = clock
+        self.settles_ledger = ledger is not None and clock is not None
 
     def attach(self, runtime: Runtime) -> None:
         self._runtime = runtime
@@ -88,6 +97,23 @@ class LoomsRunner:
 
     def subscribe(self, callback: SettledCallback) -> None:
         self._callbacks.append(callback)
+
+    def record_changes(self, conn: Any, changes: Sequence[RunTransition]) -> None:
+        """The runtime's transition hook: the ledger learns of them in the same transaction."""
+        if self._ledger is None or self._clock is None:
+            return
+        mapped = [
+            RunChange(
+                trigger_id=str(change.attributes["trigger_id"]),
+                run_id=change.run_id,
+                state=change.status,  # type: ignore[arg-type]  # the runtime's statuses
+                error=change.error,
+            )
+            for change in changes
+            if change.attributes.get("trigger_id")
+        ]
+        if mapped:
+            self._ledger.record_run_changes(mapped, now=self._clock.now(), within=conn)
 
     def notify(self, event: RunSettled) -> None:
         """The runtime's `on_settled` hook: tell subscribers a run stopped."""

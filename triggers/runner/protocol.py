@@ -40,7 +40,16 @@ SettledCallback = Callable[[str, RunStatus], None]
 
 
 class Runner(Protocol):
-    """A durable runtime as the scheduler sees it."""
+    """A durable runtime as the scheduler sees it.
+
+    `settles_ledger` is True when the runner itself records each run's settlement in
+    the fire ledger, in the transaction that makes the run's final event durable (the
+    embedded looms runtime on the store's own database): the ledger is then never
+    stale, and the scheduler's monitor only reconciles. A runner elsewhere leaves it
+    False, and the monitor records settlements as it learns of them.
+    """
+
+    settles_ledger: bool
 
     def start(self, requests: Sequence[LaunchRequest]) -> list[RunHandle | RunnerError]:
         """Start (or find, by idempotency key) one run per request, durably.

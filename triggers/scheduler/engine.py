@@ -27,6 +27,7 @@ from triggers.runner.protocol import Runner
 from triggers.scheduler.deadlines import DeadlineRunner
 from triggers.scheduler.dispatch import Dispatcher, TickReport
 from triggers.scheduler.launcher import Launcher
+from triggers.scheduler.liveness import Host, UnknownHost
 from triggers.scheduler.monitor import Monitor
 from triggers.scheduler.options import SchedulerOptions
 from triggers.scheduler.pending import PendingPass
@@ -59,8 +60,10 @@ class Scheduler:
         clock: Clock,
         options: SchedulerOptions,
         metrics: Metrics | None = None,
+        host: Host | None = None,
     ) -> None:
         self._store = store
+        self._host = host or UnknownHost()
         self._clock = clock
         self._options = options
         self.metrics = metrics or Metrics()
@@ -95,6 +98,8 @@ class Scheduler:
             host=options.host,
             lease=options.lease,
             wake=self._wake,
+            owner_lease=options.owner_lease,
+            liveness=self._host,
         )
         runner.subscribe(self.monitor.report)
         self._timetable = Timetable()
@@ -278,6 +283,8 @@ class Scheduler:
             started_at=self._started_at,
             last_tick_at=now,
             stopped_at=now if stopped else None,
+            boot_id=self._host.boot_id,
+            process_start=self._host.process_start,
         )
 
     # -- polling: listing, recovery, pending, pruning ----------------------------------

@@ -7,6 +7,10 @@ reports `completed` is completed; a failed, cancelled or vanished run is
 recorded as such, with a message. An inspection error is not evidence that a run
 stopped: the run stays watched and is inspected again later, with backoff.
 Closing detaches; it never cancels a run.
+
+A runner that `settles_ledger` (the embedded runtime) has recorded a settlement it
+reports in the run's own final transaction: the monitor then only logs and counts
+it, and records only what an inspection finds still `launched` (a reconciliation).
 """
 
 from __future__ import annotations
@@ -99,9 +103,9 @@ class Monitor:
 
     def check_now(self) -> None:
         """Record what was reported and inspect every watched run (tests and recovery)."""
-        settled = self._collect_reported()
-        settled.update(self._inspect())
-        self._record(settled)
+        reported = self._collect_reported()
+        self._record(reported, reported=True)
+        self._record(self._inspect(), reported=False)
 
     def _loop(self) -> None:
         next_poll = self._clock.monotonic() + self._poll_s
@@ -116,11 +120,10 @@ class Monitor:
             if self._stop.wait(_GATHER_S):
                 return
             try:
-                settled = self._collect_reported()
+                self._record(self._collect_reported(), reported=True)
                 if self._clock.monotonic() >= next_poll:
-                    settled.update(self._inspect())
+                    self._record(self._inspect(), reported=False)
                     next_poll = self._clock.monotonic() + self._poll_s + self._backoff_s
-                self._record(settled)
             except Exception:
                 log.exception("monitor_failed")
 
@@ -162,11 +165,12 @@ class Monitor:
         self._backoff_s = 0.0
         return settled
 
-    def _record(self, settled: dict[str, RunStatus]) -> None:
+    def _record(self, settled: dict[str, RunStatus], *, reported: bool) -> None:
         if not settled:
             return
         with self._wake:
             pairs = [(run_id, self._watched.get(run_id)) for run_id in settled]
+        recorded = reported and self._runner.runner.settles_ledger
         settlements = [
             Settlement(
                 trigger_id=trigger_id,
@@ -178,7 +182,11 @@ class Monitor:
             if trigger_id is not None
         ]
         try:
-            records = self._store.record_settled(settlements, now=self._clock.now())
+            records: list[object] = (
+                list(settlements)
+                if recorded
+                else list(self._store.record_settled(settlements, now=self._clock.now()))
+            )
         except TriggersError as exc:
             log.warning("settle_record_failed", count=len(settlements), error=str(exc))
             with self._wake:

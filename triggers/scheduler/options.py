@@ -27,6 +27,10 @@ class SchedulerOptions:
     concurrency: int = 8
     fire_retention: timedelta = timedelta(days=30)
     shutdown_grace: timedelta = timedelta(seconds=10)
+    owner_lease: timedelta = timedelta(seconds=10)
+    """How long a daemon that stopped ticking keeps its runs and launch reservations
+    before another host takes them (its heartbeat renews it; on the same host a dead
+    daemon's are taken at once)."""
     plan_limit: int = 10_000
     housekeeping_delay: timedelta = timedelta(milliseconds=200)
     """After a tick that launched, how long heartbeat/listing/pending wait (0: never)."""

@@ -1,10 +1,12 @@
 """The pending pass: launches the store holds for later, taken by the tick thread.
 
 Pending are reservations whose lease expired (a start that failed or answered
-too late, a daemon that died mid-launch, an operator's fire or backfill, whose
-claim is taken with an already expired lease) and buffered occurrences, which
-the store resolves under each trigger's current policy. The launcher and the
-monitor ask for a pass from their threads; the tick runs it.
+too late, an operator's fire or backfill, whose claim is taken with an already
+expired lease) or whose daemon is gone (see `liveness`: a dead daemon's
+reservations are taken at once on its host, after the owner lease elsewhere), and
+buffered occurrences, which the store resolves under each trigger's current
+policy. The launcher and the monitor ask for a pass from their threads; the tick
+runs it.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from datetime import datetime, timedelta
 import structlog
 
 from triggers.scheduler.launcher import Launcher
+from triggers.scheduler.liveness import Host, UnknownHost, gone_owners
 from triggers.store.protocol import TriggerStore
 
 log = structlog.get_logger()
@@ -32,8 +35,12 @@ class PendingPass:
         host: str,
         lease: timedelta,
         wake: threading.Event,
+        owner_lease: timedelta = timedelta(seconds=10),
+        liveness: Host | None = None,
     ) -> None:
         self._store = store
+        self._owner_lease = owner_lease
+        self._liveness = liveness or UnknownHost()
         self._launcher = launcher
         self._owner = owner
         self._host = host
@@ -76,8 +83,15 @@ class PendingPass:
         with self._lock:
             if self._due_at is not None and self._due_at <= now:
                 self._due_at = None
+        gone = gone_owners(
+            self._store.heartbeats(),
+            me=self._owner,
+            now=now,
+            owner_lease=self._owner_lease,
+            host=self._liveness,
+        )
         claims = self._store.take_pending(
-            owner=self._owner, host=self._host, now=now, lease=self._lease
+            owner=self._owner, host=self._host, now=now, lease=self._lease, dead_owners=gone
         )
         if claims:
             log.info("pending_taken", count=len(claims))

@@ -22,7 +22,7 @@ from triggers.errors import (
     StoreError,
     UnknownTriggerError,
 )
-from triggers.model import Action, Outcome, Overlap, Trigger, idempotency_key
+from triggers.model import Action, Outcome, Overlap, Reason, Trigger, idempotency_key
 from triggers.store._decide import Counters, Decision, blocks_new_claims, decide
 from triggers.store._ranges import apply_splits, covered_by_ranges
 from triggers.store._shared import chunks, executemany, lock_triggers, new_reservation
@@ -46,6 +46,7 @@ _FIRE_COLUMNS = (
     "lease_owner",
     "lease_expires_at",
     "supersedes_run_id",
+    "blocked_by",
 )
 _INSERT_FIRE = fires.insert().values({name: sa.bindparam(name) for name in _FIRE_COLUMNS})
 _UPDATE_TRIGGER = (
@@ -280,6 +281,7 @@ class ClaimBatch:
             "lease_owner": self._owner if launching else None,
             "lease_expires_at": self._lease_expires_ms if launching else None,
             "supersedes_run_id": item.supersedes,
+            "blocked_by": trigger.blocked_by if item.reason is Reason.BLOCKED else None,
         }
 
     def _existing(self) -> tuple[set[tuple[str, datetime, str]], set[str]]:

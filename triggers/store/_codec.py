@@ -42,6 +42,7 @@ def trigger_from_state(row: Mapping[Any, Any], spec: TriggerSpec) -> Trigger:
         active_count=row["active_count"],
         buffered_count=row["buffered_count"],
         runs_launched=row["runs_launched"],
+        blocked_by=row["blocked_by"],
         created_at=row["created_at"],
         updated_at=row["updated_at"],
     )
@@ -65,6 +66,7 @@ def fire_from_row(row: Mapping[Any, Any]) -> FireRecord:
         count=int(row["count"]),
         manual_key=row["manual_key"],
         idempotency_key=row["idempotency_key"],
+        blocked_by=row["blocked_by"],
     )
 
 
@@ -77,4 +79,6 @@ def heartbeat_from_row(row: Mapping[Any, Any]) -> Heartbeat:
         started_at=row["started_at"],
         last_tick_at=row["last_tick_at"],
         stopped_at=row["stopped_at"],
+        boot_id=row["boot_id"],
+        process_start=row["process_start"],
     )

@@ -73,7 +73,10 @@ def decide(
     it. `replaced` says that a newer occurrence of the same batch supersedes this
     one, which is then recorded `superseded` without ever starting.
     """
-    decision = _decide(trigger, counters, request, active_has_run=active_has_run, replaced=replaced)
+    decision = blocked(
+        trigger,
+        _decide(trigger, counters, request, active_has_run=active_has_run, replaced=replaced),
+    )
     if decision.action in (Action.FIRE, Action.SUPERSEDE):
         counters.active_count += 1
         # `max_runs` counts the trigger's own launches; an operator's are extra.
@@ -81,6 +84,18 @@ def decide(
             counters.runs_launched += 1
     elif decision.action is Action.BUFFER:
         counters.buffered_count += 1
+    return decision
+
+
+def blocked(trigger: Trigger, decision: Decision) -> Decision:
+    """An occurrence that cannot launch because of an active run is `blocked` when that
+    run waits for an operator: nothing launches until someone acts, and the ledger says so."""
+    if (
+        trigger.blocked_by is not None
+        and decision.action is Action.SKIP
+        and decision.reason in (Reason.OVERLAP, Reason.BUFFER_FULL)
+    ):
+        return Decision(Action.SKIP, Reason.BLOCKED)
     return decision
 
 
@@ -208,7 +223,7 @@ def resolve_buffer(
             plan.keep.append(index)
             queued += 1
             continue
-        decision = _waiting_own(spec.overlap, spec.max_buffer, queued, active)
+        decision = blocked(trigger, _waiting_own(spec.overlap, spec.max_buffer, queued, active))
         if decision.action is Action.SKIP:
             plan.drop.append((index, Outcome.SKIPPED, decision.reason or Reason.OVERLAP))
         elif decision.action is Action.BUFFER:

@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from triggers.errors import StoreError
-from triggers.model import Action, Outcome, Trigger, idempotency_key
+from triggers.model import Action, Outcome, Reason, Trigger, idempotency_key
 from triggers.store._decide import Active, BufferPlan, Waiting, resolve_buffer
 from triggers.store._shared import new_reservation
 from triggers.store.protocol import Claim
@@ -24,7 +24,9 @@ from triggers.store.schema import fires, triggers
 _ACTIVE = (Outcome.LAUNCHING.value, Outcome.LAUNCHED.value)
 
 
-def pending_triggers(conn: Connection, *, now: datetime, limit: int) -> tuple[list[str], list[str]]:
+def pending_triggers(
+    conn: Connection, *, now: datetime, limit: int, dead_owners: Sequence[str] = ()
+) -> tuple[list[str], list[str]]:
     """The triggers a pending pass looks at: those with an expired reservation, and
     those with a buffer (or a buffered count to heal).
 
@@ -32,7 +34,12 @@ def pending_triggers(conn: Connection, *, now: datetime, limit: int) -> tuple[li
     order: locking the second set after the first (or after ledger rows) could
     deadlock against a claim on PostgreSQL."""
     expired = (
-        conn.execute(sa.select(fires.c.trigger_id).where(_is_expired(now)).distinct().limit(limit))
+        conn.execute(
+            sa.select(fires.c.trigger_id)
+            .where(_is_expired(now, dead_owners))
+            .distinct()
+            .limit(limit)
+        )
         .scalars()
         .all()
     )
@@ -44,8 +51,12 @@ def pending_triggers(conn: Connection, *, now: datetime, limit: int) -> tuple[li
     return sorted(expired), sorted(with_rows | counted)
 
 
-def _is_expired(now: datetime) -> sa.ColumnElement[bool]:
-    return sa.and_(fires.c.outcome == Outcome.LAUNCHING.value, fires.c.lease_expires_at <= now)
+def _is_expired(now: datetime, dead_owners: Sequence[str] = ()) -> sa.ColumnElement[bool]:
+    """A reservation that may be taken: its lease ran out, or its owner is gone."""
+    lapsed = fires.c.lease_expires_at <= now
+    if dead_owners:
+        lapsed = sa.or_(lapsed, fires.c.lease_owner.in_(sorted(set(dead_owners))))
+    return sa.and_(fires.c.outcome == Outcome.LAUNCHING.value, lapsed)
 
 
 def take_expired(
@@ -58,8 +69,9 @@ def take_expired(
     now: datetime,
     lease: timedelta,
     limit: int,
+    dead_owners: Sequence[str] = (),
 ) -> list[Claim]:
-    """Re-reserve launches whose lease expired (their daemon died, or a start failed).
+    """Re-reserve launches whose lease expired (a start failed) or whose daemon is gone.
 
     `candidates` are triggers `stored` holds locked (see `pending_triggers`); the
     reservation fence below does the rest."""
@@ -68,7 +80,7 @@ def take_expired(
     rows = (
         conn.execute(
             sa.select(fires)
-            .where(_is_expired(now), fires.c.trigger_id.in_(candidates))
+            .where(_is_expired(now, dead_owners), fires.c.trigger_id.in_(candidates))
             .order_by(fires.c.occurrence_at)
             .limit(limit)
             .with_for_update(skip_locked=True)
@@ -177,7 +189,12 @@ def _apply(
         conn.execute(
             fires.update()
             .where(fires.c.id == rows[index]["id"])
-            .values(outcome=outcome.value, reason=reason.value, settled_at=now)
+            .values(
+                outcome=outcome.value,
+                reason=reason.value,
+                settled_at=now,
+                blocked_by=trigger.blocked_by if reason is Reason.BLOCKED else None,
+            )
         )
     claims = []
     for index, supersedes in plan.launch:

@@ -17,7 +17,7 @@ from sqlalchemy.engine import Connection
 from triggers.model import FireRecord, Outcome, Trigger
 from triggers.store import _codec
 from triggers.store._shared import adjust_active, chunks, lock_triggers
-from triggers.store.protocol import Settlement
+from triggers.store.protocol import RunChange, Settlement
 from triggers.store.schema import fires, triggers
 
 
@@ -96,3 +96,29 @@ def _live_rows(
         for row in conn.execute(statement).mappings():
             found[row["run_id"]] = row
     return found
+
+
+def record_run_changes(conn: Connection, changes: Sequence[RunChange], now: datetime) -> None:
+    """Settle the ledger rows of settled runs and keep each trigger's `blocked_by` true."""
+    settled = [
+        Settlement(trigger_id=c.trigger_id, run_id=c.run_id, state=c.state, error=c.error)
+        for c in changes
+        if c.state in ("completed", "failed", "cancelled")
+    ]
+    lock_triggers(conn, sorted({c.trigger_id for c in changes}))
+    if settled:
+        record_settlements(conn, settled, now)
+    for change in changes:
+        if change.state == "parked":
+            statement = (
+                triggers.update()
+                .where(triggers.c.id == change.trigger_id)
+                .values(blocked_by=change.run_id, updated_at=now)
+            )
+        else:
+            statement = (
+                triggers.update()
+                .where(triggers.c.id == change.trigger_id, triggers.c.blocked_by == change.run_id)
+                .values(blocked_by=None, updated_at=now)
+            )
+        conn.execute(statement)

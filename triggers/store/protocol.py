@@ -124,6 +124,17 @@ class Settlement:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class RunChange:
+    """A run of a trigger that changed status in the runtime: it settled, it parked
+    (it waits for an operator, and blocks the trigger), or it left `parked`."""
+
+    trigger_id: str
+    run_id: str
+    state: Literal["completed", "failed", "cancelled", "parked", "active"]
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ActiveRun:
     """A ledger row whose run the ledger believes active."""
 
@@ -169,6 +180,10 @@ class Heartbeat:
     started_at: datetime
     last_tick_at: datetime
     stopped_at: datetime | None = None
+    boot_id: str | None = None
+    """The boot of the daemon's host and its process's start time there: on the same
+    boot, a daemon whose process is gone provably holds nothing any more."""
+    process_start: int | None = None
 
 
 TriggerRow = Trigger | StoreError
@@ -281,13 +296,21 @@ class TriggerStore(Protocol):
         ...
 
     def take_pending(
-        self, *, owner: str, host: str, now: datetime, lease: timedelta, limit: int = 500
+        self,
+        *,
+        owner: str,
+        host: str,
+        now: datetime,
+        lease: timedelta,
+        limit: int = 500,
+        dead_owners: Sequence[str] = (),
     ) -> list[Claim]:
-        """Re-reserve launches whose lease expired, and resolve every buffer under its
-        trigger's current policy; each launch comes back as a claim (fire, or a
-        supersede of the active run). What the policy drops from a buffer is settled
-        with its reason (`overlap`, `buffer_full`, `disabled`, `max_runs`), or
-        `superseded` by a newer occurrence."""
+        """Re-reserve launches whose lease expired or whose owner is in `dead_owners`
+        (daemons known to be gone), and resolve every buffer under its trigger's current
+        policy; each launch comes back as a claim (fire, or a supersede of the active
+        run). What the policy drops from a buffer is settled with its reason
+        (`overlap`, `blocked`, `buffer_full`, `disabled`, `max_runs`), or `superseded`
+        by a newer occurrence."""
         ...
 
     def record_settled(
@@ -297,6 +320,19 @@ class TriggerStore(Protocol):
 
         Idempotent: a row no longer `launched` with that run id is left as is (None).
         A failure pauses a trigger declared `pause_on_failure`, with the error as note."""
+        ...
+
+    def record_run_changes(
+        self, changes: Sequence[RunChange], *, now: datetime, within: object = None
+    ) -> None:
+        """Record what the runtime says of runs: settlements (as `record_settled`), and
+        whether a run blocks its trigger (`parked` sets the trigger's `blocked_by`, any
+        other state clears it).
+
+        `within` is a transaction of the store's own database, handed over by a runner
+        that runs on it (the looms runner calls this inside the transaction that makes
+        the runs' own events durable, so the ledger and the runtime never disagree);
+        None opens one."""
         ...
 
     def active_runs(self) -> list[ActiveRun]:

@@ -31,7 +31,7 @@ from triggers.store._claims import ClaimBatch
 from triggers.store._driver_errors import translated
 from triggers.store._pending import pending_triggers, promote_buffered, take_expired
 from triggers.store._ranges import record_range
-from triggers.store._settlements import record_settlements
+from triggers.store._settlements import record_run_changes, record_settlements
 from triggers.store._shared import (
     adjust_active,
     fire_key,
@@ -50,6 +50,7 @@ from triggers.store.protocol import (
     Launch,
     RangeRecord,
     RangeSplit,
+    RunChange,
     Settlement,
 )
 from triggers.store.schema import fires, heartbeats, meta, triggers
@@ -318,13 +319,30 @@ class SqlTriggerStore:
                 adjust_active(conn, {claim.trigger_id: -1}, now)
 
     def take_pending(
-        self, *, owner: str, host: str, now: datetime, lease: timedelta, limit: int = 500
+        self,
+        *,
+        owner: str,
+        host: str,
+        now: datetime,
+        lease: timedelta,
+        limit: int = 500,
+        dead_owners: Sequence[str] = (),
     ) -> list[Claim]:
         with self._write() as conn:
-            expired, buffered = pending_triggers(conn, now=now, limit=limit)
+            expired, buffered = pending_triggers(
+                conn, now=now, limit=limit, dead_owners=dead_owners
+            )
             stored = lock_triggers(conn, sorted({*expired, *buffered}))
             claims = take_expired(
-                conn, expired, stored, owner=owner, host=host, now=now, lease=lease, limit=limit
+                conn,
+                expired,
+                stored,
+                owner=owner,
+                host=host,
+                now=now,
+                lease=lease,
+                limit=limit,
+                dead_owners=dead_owners,
             )
             claims += promote_buffered(
                 conn, buffered, stored, owner=owner, host=host, now=now, lease=lease
@@ -338,6 +356,20 @@ class SqlTriggerStore:
             return []
         with self._write() as conn:
             return record_settlements(conn, settlements, now)
+
+    def record_run_changes(
+        self, changes: Sequence[RunChange], *, now: datetime, within: object = None
+    ) -> None:
+        if not changes:
+            return
+        if within is None:
+            with self._write() as conn:
+                record_run_changes(conn, changes, now)
+            return
+        if not isinstance(within, Connection):
+            raise TypeError(f"not a transaction of this store's database: {within!r}")
+        with translated():
+            record_run_changes(within, changes, now)
 
     def active_runs(self) -> list[ActiveRun]:
         with self._read() as conn:
