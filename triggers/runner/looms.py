@@ -108,6 +108,7 @@ class LoomsRunner:
                 run_id=change.run_id,
                 state=change.status,  # type: ignore[arg-type]  # the runtime's statuses
                 error=change.error,
+                idempotency_key=change.idempotency_key,
             )
             for change in changes
             if change.attributes.get("trigger_id")

@@ -30,6 +30,7 @@ log = structlog.get_logger()
 
 _BATCH = 1000
 _RETRY_AFTER = timedelta(seconds=5)
+_RECORD_RETRY = timedelta(seconds=1)
 
 
 def launch_request(claim: Claim) -> LaunchRequest:
@@ -100,6 +101,7 @@ class Launcher:
         self._closing = threading.Event()
         self._in_flight = 0
         self._idle = threading.Condition()
+        self._unrecorded: list[Launch] = []
 
     def start(self) -> None:
         for worker in self._workers:
@@ -231,13 +233,24 @@ class Launcher:
         self._guarded(lambda: self._store.release(claim, retry_at=retry_at, error=error))
         self._on_deferred(retry_at)
 
+    def record_unrecorded(self, now: datetime) -> int:
+        """Tick thread: record launches whose record failed earlier; returns how many."""
+        with self._idle:
+            launches, self._unrecorded = self._unrecorded, []
+        if launches:
+            self._record(launches, now)
+        return len(launches)
+
     def _record(self, launches: list[Launch], now: datetime) -> None:
         try:
             records = self._store.record_launched(launches, now=now)
         except StoreError as exc:
-            # The runs exist; the reservations will expire and the retry, under the
-            # same keys, finds the same runs and records them.
+            # The runs exist: recorded as soon as the database answers again, not when
+            # their reservations expire (a trigger would look busy all that while).
             log.warning("launch_record_failed", count=len(launches), error=str(exc))
+            with self._idle:
+                self._unrecorded.extend(launches)
+            self._on_deferred(self._clock.now() + _RECORD_RETRY)
             return
         for launch, record in zip(launches, records, strict=True):
             claim = launch.claim

@@ -83,6 +83,7 @@ class PendingPass:
         with self._lock:
             if self._due_at is not None and self._due_at <= now:
                 self._due_at = None
+        self._launcher.record_unrecorded(now)
         gone = gone_owners(
             self._store.heartbeats(),
             me=self._owner,

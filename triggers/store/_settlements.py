@@ -106,6 +106,7 @@ def record_run_changes(conn: Connection, changes: Sequence[RunChange], now: date
         if c.state in ("completed", "failed", "cancelled")
     ]
     lock_triggers(conn, sorted({c.trigger_id for c in changes}))
+    _launched_by_key(conn, changes, now)
     if settled:
         record_settlements(conn, settled, now)
     for change in changes:
@@ -122,3 +123,31 @@ def record_run_changes(conn: Connection, changes: Sequence[RunChange], now: date
                 .values(blocked_by=None, updated_at=now)
             )
         conn.execute(statement)
+
+
+def _launched_by_key(conn: Connection, changes: Sequence[RunChange], now: datetime) -> None:
+    """A launch whose record was lost (the daemon died, or lost the database, after the
+    runtime committed the run): the run names its occurrence by key, so it is recorded."""
+    keyed = [
+        {"b_key": change.idempotency_key, "b_run": change.run_id, "b_now": now}
+        for change in changes
+        if change.idempotency_key
+    ]
+    if not keyed:
+        return
+    conn.execute(
+        fires.update()
+        .where(
+            fires.c.idempotency_key == sa.bindparam("b_key"),
+            fires.c.outcome == Outcome.LAUNCHING.value,
+        )
+        .values(
+            outcome=Outcome.LAUNCHED.value,
+            run_id=sa.bindparam("b_run"),
+            launched_at=sa.bindparam("b_now", type_=fires.c.launched_at.type),
+            reservation=None,
+            lease_owner=None,
+            lease_expires_at=None,
+        ),
+        keyed,
+    )

@@ -132,6 +132,8 @@ class RunChange:
     run_id: str
     state: Literal["completed", "failed", "cancelled", "parked", "active"]
     error: str | None = None
+    idempotency_key: str | None = None
+    """The occurrence's key: a ledger row still `launching` under it is this run's."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -327,7 +329,8 @@ class TriggerStore(Protocol):
     ) -> None:
         """Record what the runtime says of runs: settlements (as `record_settled`), and
         whether a run blocks its trigger (`parked` sets the trigger's `blocked_by`, any
-        other state clears it).
+        other state clears it). A ledger row still `launching` under a change's
+        `idempotency_key` (its launch record was lost) is recorded `launched` first.
 
         `within` is a transaction of the store's own database, handed over by a runner
         that runs on it (the looms runner calls this inside the transaction that makes
