@@ -140,6 +140,7 @@ def list_command(as_json: JsonOpt = False) -> None:
                     "last_outcome": view.last.outcome.value if view.last else None,
                     "last_occurrence": opt_iso(view.last.occurrence_at) if view.last else None,
                     "active_run_id": view.active_run_id,
+                    "blocked_by": trigger.blocked_by,
                     "description": spec.description,
                 }
             )
@@ -164,12 +165,20 @@ def list_command(as_json: JsonOpt = False) -> None:
         )
 
 
+def _reason(record: FireRecord) -> str | None:
+    if record.blocked_by:
+        return f"blocked by {record.blocked_by}"
+    return record.reason.value if record.reason else None
+
+
 def _state(row: dict[str, Any]) -> str:
     if row["retired"]:
         return "retired"
     if not row["enabled"]:
         return "disabled"
-    return "paused" if row["paused"] else "enabled"
+    if row["paused"]:
+        return "paused"
+    return f"blocked by {row['blocked_by']}" if row["blocked_by"] else "enabled"
 
 
 @app.command("next")
@@ -237,7 +246,7 @@ def history(
                     _occurrence_text(r),
                     r.trigger_id,
                     r.outcome.value,
-                    r.reason.value if r.reason else None,
+                    _reason(r),
                     r.run_id,
                     _latency(r),
                     r.error,

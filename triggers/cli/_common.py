@@ -143,6 +143,7 @@ def fire_json(record: FireRecord) -> dict[str, Any]:
         "host": record.host,
         "manual_key": record.manual_key or None,
         "idempotency_key": record.idempotency_key,
+        "blocked_by": record.blocked_by,
     }
 
 
