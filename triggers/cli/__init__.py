@@ -6,7 +6,7 @@ failure stdout stays empty and stderr carries the error (a JSON object under
 unavailable), 78 configuration or schema.
 """
 
-from triggers.cli import _commands, _runs  # noqa: F401 (importing registers the commands)
+from triggers.cli import _audit, _commands, _runs  # noqa: F401 (importing registers the commands)
 from triggers.cli._app import app, main
 from triggers.cli._common import parse_time
 
