@@ -351,8 +351,7 @@ class Runtime:
         settled = self._request(run_id, cancel_item(reason, grace.total_seconds()))
         if settled is not None:
             return settled
-        token = self._actors.in_flight(run_id)
-        if token is not None:
+        for token in self._actors.tokens(run_id):
             token.cancel(grace.total_seconds())
         log.info("cancel_recorded", run_id=run_id, reason=reason)
         return RunStatusInfo(run_id=run_id, status="active")

@@ -34,7 +34,7 @@ from looms_runtime._history.fold import EffectState, RunState, fold
 from looms_runtime._history.outcome import EffectResult
 from looms_runtime._history.planner import Dispatch, outcome_events
 from looms_runtime._store.loading import LoadedRun
-from looms_runtime._workers.actors import Slot
+from looms_runtime._workers.actors import Attempt, Slot
 
 log = structlog.get_logger()
 
@@ -73,7 +73,7 @@ def reattach(
         if (
             effect.status != "dispatched"
             or effect.kind != "command"
-            or effect.effect_id == slot.in_flight_effect
+            or effect.effect_id in slot.in_flight()
         ):
             continue
         ids: dict[str, Any] = {"effect_id": effect.effect_id, "attempt": effect.attempt}
@@ -95,9 +95,8 @@ def reattach(
             assert path is not None  # noqa: S101 - Running needs a directory
             with bound:
                 log.info("effect_adopted", supervisor_pid=found.supervisor_pid)
-            slot.in_flight = runner.adopt(path, ids, on_done, supervisor_pid=found.supervisor_pid)
-            slot.in_flight_effect = effect.effect_id
-            slot.attempt_dir = path
+            token = runner.adopt(path, ids, on_done, supervisor_pid=found.supervisor_pid)
+            slot.attempts[effect.effect_id] = Attempt(token, path)
         elif isinstance(found, attempts.NeverStarted):
             assert path is not None  # noqa: S101 - NeverStarted needs a directory
             with bound:
@@ -150,6 +149,5 @@ def _restart(
     ctx = effect_context(
         run, decision, env_prefix=env_prefix, output_limit_bytes=output_limit_bytes
     )
-    slot.in_flight = runner.launch(step, ctx, on_done, timeout_s=timeout_s, path=path, restart=True)
-    slot.in_flight_effect = effect.effect_id
-    slot.attempt_dir = path
+    token = runner.launch(step, ctx, on_done, timeout_s=timeout_s, path=path, restart=True)
+    slot.attempts[effect.effect_id] = Attempt(token, path)

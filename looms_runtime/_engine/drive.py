@@ -15,7 +15,7 @@ operations; they are folded and appended like any other events.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import structlog
@@ -160,10 +160,9 @@ class Engine:
         slot.run = None
         slot.unflushed = None
         self._host.abandon(slot)
-        if op.kind == "outcome":
-            slot.in_flight = None
-            slot.in_flight_effect = None
-            log.error("effect_outcome_lost", effect_id=op.result.effect_id if op.result else None)
+        if op.kind == "outcome" and op.result is not None:
+            slot.attempts.pop(op.result.effect_id, None)
+            log.error("effect_outcome_lost", effect_id=op.result.effect_id)
         elif op.kind == "flow" and op.ask is not None:
             self._host.refuse(op.ask)
 
@@ -202,12 +201,11 @@ class Engine:
             pending.extend(found.events)
             state = found.state
         if op.kind == "outcome" and op.result is not None:
-            slot.in_flight = None
-            slot.in_flight_effect = None
-            slot.abandon_at = None
-            if slot.attempt_dir is not None:
-                slot.discard.append(slot.attempt_dir)
-                slot.attempt_dir = None
+            attempt = slot.attempts.pop(op.result.effect_id, None)
+            if attempt is not None and attempt.path is not None:
+                slot.discard.append(attempt.path)
+            if not slot.attempts:
+                slot.abandon_at = None
             now = self._clock_ms()
             recorded = outcome_events(state, run.flow, op.result, now_ms=now)
             pending.extend(recorded or (late_outcome(op.result),))
@@ -225,7 +223,7 @@ class Engine:
 
     def _abandoning(self, slot: Slot, run: LoadedRun, state: RunState) -> bool:
         due = slot.abandon_at
-        if due is None or not state.cancel_requested or slot.in_flight is None:
+        if due is None or not state.cancel_requested or not slot.running():
             return False
         return self._clock_ms() >= due and not state.settled
 
@@ -238,13 +236,13 @@ class Engine:
         first: Move | None = None,
     ) -> None:
         consumed: list[str] = []
-        in_flight = (slot.in_flight_effect,) if slot.in_flight_effect else ()
+        launches: list[Dispatch] = []
         for _ in range(MAX_WAKE_ITERATIONS):
             decision = first or plan(
                 state,
                 run.flow,
                 now_ms=self._clock_ms(),
-                in_flight=in_flight,
+                in_flight=(*slot.in_flight(), *(launch.step.id for launch in launches)),
                 inbox=run.inbox,
                 running=slot.flow is not None,
             )
@@ -263,14 +261,17 @@ class Engine:
                 # A closing runtime starts nothing new: the run resumes at the next start.
                 decision = Idle("closing")
             if isinstance(decision, Dispatch):
-                decision = self._launches.supervised(decision)
-                pending.append(decision.event)
-                state = apply(state, decision.event)
+                # Committed with whatever else the run can start now (a graph's ready
+                # branches): one commit, then every attempt starts.
+                launches.append(self._launches.supervised(decision))
+                pending.append(launches[-1].event)
+                state = apply(state, launches[-1].event)
+                continue
             if pending or consumed:
-                job = self._job(slot, run, state, pending, consumed, decision)
-                if not self._append(slot, run, job, state, decision):
+                job = self._job(slot, run, state, pending, consumed, decision, launches)
+                if not self._append(slot, run, job, state, decision, launches):
                     return
-            self._follow(slot, run, state, decision)
+            self._follow(slot, run, state, decision, launches)
             return
         raise MaxWakeIterationsError(
             f"no stable state after {MAX_WAKE_ITERATIONS} planning steps", run_id=slot.run_id
@@ -290,19 +291,26 @@ class Engine:
         events: list[NewEvent],
         consumed: list[str],
         decision: Move,
+        launches: list[Dispatch],
     ) -> AppendJob:
         return append_job(
             run,
             state,
             events,
             consumed,
-            releasing=releases(decision, in_flight=slot.in_flight is not None),
+            releasing=releases(decision, in_flight=slot.running() or bool(launches)),
             snapshot_every=self._config.snapshot_every,
             now_ms=self._clock_ms(),
         )
 
     def _append(
-        self, slot: Slot, run: LoadedRun, job: AppendJob, state: RunState, decision: Move
+        self,
+        slot: Slot,
+        run: LoadedRun,
+        job: AppendJob,
+        state: RunState,
+        decision: Move,
+        launches: list[Dispatch],
     ) -> bool:
         try:
             self._committer.submit(job).result()
@@ -315,7 +323,9 @@ class Engine:
                 return False
         except DatabaseUnavailableError as exc:
             log.warning("append_deferred", error=exc.message, events=len(job.events))
-            slot.unflushed = Unflushed(job=job, run=run, state=state, then=decision)
+            slot.unflushed = Unflushed(
+                job=job, run=run, state=state, then=decision, launches=tuple(launches)
+            )
             self._retry_later(slot.run_id, RETRY_MIN_MS)
             return False
         self._committed(slot, run, job, state)
@@ -352,20 +362,30 @@ class Engine:
         slot.unflushed = None
         slot.run = pending.run
         self._committed(slot, pending.run, pending.job, pending.state)
-        self._follow(slot, pending.run, pending.state, pending.then)
+        self._follow(slot, pending.run, pending.state, pending.then, pending.launches)
 
-    def _follow(self, slot: Slot, run: LoadedRun, state: RunState, decision: Move) -> None:
+    def _follow(
+        self,
+        slot: Slot,
+        run: LoadedRun,
+        state: RunState,
+        decision: Move,
+        launches: Sequence[Dispatch] = (),
+    ) -> None:
+        """Act on what was just committed: start the attempts it dispatched, then the rest."""
         if state.settled:
             self._settled(slot, run)
-        elif isinstance(decision, Dispatch):
-            self._launches.launch(slot, run, decision)
-        elif isinstance(decision, FlowDispatch):
-            slot.in_flight_effect = decision.effect_id
+            self._host.answer(slot)
+            return
+        for launch in launches:
+            self._launches.launch(slot, run, launch)
+        if isinstance(decision, FlowDispatch):
+            slot.flow_effect = decision.effect_id
         elif isinstance(decision, RunFlow):
             self._host.launch(slot, run)
         elif isinstance(decision, Sleep):
             self._timers.schedule(slot.run_id, decision.until)
-        elif state.cancel_requested and slot.in_flight is not None:
+        elif state.cancel_requested and slot.running():
             self._launches.cancel_in_flight(slot, run, state)
         self._host.answer(slot)
 

@@ -70,8 +70,7 @@ class FlowHost:
             submit=lambda ask: self._submit(run_id, Op("flow", ask=ask)),
         )
         slot.flow = session
-        slot.in_flight = session.token
-        slot.in_flight_effect = None
+        slot.flow_effect = None
         log.debug("flow_session_started", replaying=len(run.state.journal))
         self._runner.start(session.run)
 
@@ -91,7 +90,7 @@ class FlowHost:
             events.extend(outcome_events(state, run.flow, ask.outcome, now_ms=now))
         events.extend(ask.values)
         state = fold(events, state)
-        slot.in_flight_effect = None
+        slot.flow_effect = None
         move = ask.move
         if isinstance(move, AskDispatch):
             cancel = state.cancel_requested or any(i.kind == "cancel" for i in run.inbox)
@@ -129,8 +128,7 @@ class FlowHost:
     def end(self, slot: Slot, *, reply: tuple[Future[Reply] | None, Reply] | None = None) -> None:
         """The run's session is over (its thread may still be finishing)."""
         slot.flow = None
-        slot.in_flight = None
-        slot.in_flight_effect = None
+        slot.flow_effect = None
         if reply is not None:
             slot.reply = reply
 

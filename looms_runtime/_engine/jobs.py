@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from looms_runtime._history.events import NewEvent
-from looms_runtime._history.planner import Idle, Move, Sleep, next_wake_at
+from looms_runtime._history.planner import Dispatch, Idle, Move, Sleep, next_wake_at
 from looms_runtime._history.state import FOLD_VERSION, RunState, state_hash, state_to_json
 from looms_runtime._store.loading import LoadedRun
 from looms_runtime._store.rows import AppendJob, SnapshotRow
@@ -20,6 +20,8 @@ class Unflushed:
     run: LoadedRun
     state: RunState
     then: Move
+    launches: tuple[Dispatch, ...] = ()
+    """Attempts the append dispatched: they start once it commits."""
     attempts: int = 1
 
 

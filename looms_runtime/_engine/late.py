@@ -75,8 +75,7 @@ class LateOutcomes:
         """Settle the bookkeeping of `op` and keep any result it carries as a late one."""
         late: list[EffectResult] = []
         if op.kind == "outcome" and op.result is not None:
-            slot.in_flight = None
-            slot.in_flight_effect = None
+            slot.attempts.pop(op.result.effect_id, None)
             late.append(op.result)
         elif op.kind == "flow":
             ask = op.ask

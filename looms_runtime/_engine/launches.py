@@ -19,7 +19,7 @@ from looms_runtime._history.fold import RunState
 from looms_runtime._history.outcome import EffectResult
 from looms_runtime._history.planner import Dispatch
 from looms_runtime._store.loading import LoadedRun
-from looms_runtime._workers.actors import Op, Slot
+from looms_runtime._workers.actors import Attempt, Op, Slot
 from looms_runtime._workers.timers import TimerQueue
 
 log = structlog.get_logger()
@@ -60,12 +60,16 @@ class Launches:
         )
 
     def cancel_in_flight(self, slot: Slot, run: LoadedRun, state: RunState) -> None:
-        assert slot.in_flight is not None  # noqa: S101 - checked by the caller
-        slot.in_flight.cancel(run.cancel_grace_s)
+        """Ask everything of the run that runs now to stop, and when to give up on it."""
+        for token in slot.tokens():
+            token.cancel(run.cancel_grace_s)
         if slot.abandon_at is None:
-            effect = state.effects.get(slot.in_flight_effect or "")
-            kind = effect.kind if effect is not None else None
-            slot.abandon_at = self._clock_ms() + abandon_after_ms(kind, run.cancel_grace_s)
+            kinds = [state.effects[e].kind for e in slot.in_flight() if e in state.effects]
+            after = max(
+                (abandon_after_ms(kind, run.cancel_grace_s) for kind in kinds),
+                default=abandon_after_ms(None, run.cancel_grace_s),
+            )
+            slot.abandon_at = self._clock_ms() + after
             self._timers.schedule(slot.run_id, slot.abandon_at)
 
     def launch(self, slot: Slot, run: LoadedRun, decision: Dispatch) -> None:
@@ -84,20 +88,19 @@ class Launches:
             deadline_at=decision.deadline_at,
         )
         run_id = run.header.run_id
-        slot.in_flight_effect = step.id
         slot.abandon_at = None
         timeout_s = attempt_limit_s(step.timeout_s, decision.event, self._clock_ms())
         path = None
         if step.kind == "command":
             path = self._runner.home.path(run_id, step.id, decision.attempt)
-        slot.attempt_dir = path
-        slot.in_flight = self._runner.launch(
+        token = self._runner.launch(
             step,
             ctx,
             lambda result: self.done(run_id, result),
             timeout_s=timeout_s,
             path=path,
         )
+        slot.attempts[step.id] = Attempt(token, path)
 
     def done(self, run_id: str, result: EffectResult) -> None:
         self._submit(run_id, Op("outcome", result=result))

@@ -45,9 +45,14 @@ class RetryPolicy:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class EffectStep:
-    """A step with a side effect: dispatched durably, then run, then its outcome recorded."""
+    """A step with a side effect: dispatched durably, then run, then its outcome recorded.
+
+    `needs` names the steps it waits for (None: the step before it, as in a flow
+    without any `needs`; an empty tuple: none).
+    """
 
     id: str
+    needs: tuple[str, ...] | None = None
     timeout_s: float | None = None
     retry: RetryPolicy | None = None
     idempotent: bool = False
@@ -94,6 +99,7 @@ class SleepStep:
 
     id: str
     duration_s: float
+    needs: tuple[str, ...] | None = None
     kind: ClassVar[str] = "sleep"
 
 
@@ -104,18 +110,44 @@ class WaitSignalStep:
     id: str
     signal: str
     timeout_s: float | None = None
+    needs: tuple[str, ...] | None = None
     kind: ClassVar[str] = "wait_signal"
 
 
 StepDef: TypeAlias = CommandStep | HttpStep | PythonStep | SleepStep | WaitSignalStep
 
 
+DEFAULT_MAX_PARALLEL = 4
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StepsFlow:
-    """Steps run in order, each with the run's input."""
+    """Steps, each with the run's input: in order, or as their `needs` allow.
+
+    A flow in which no step names its `needs` runs its steps one after another. One
+    that does is a graph: a step starts once every step it needs completed, and up to
+    `max_parallel` of them run at once, each a branch of the run. When a step fails
+    for good, `fail_fast` cancels the branches still running (else they finish);
+    either way no new step starts, and the run fails with the first failure.
+    """
 
     steps: tuple[StepDef, ...]
+    max_parallel: int = DEFAULT_MAX_PARALLEL
+    fail_fast: bool = True
     kind: ClassVar[str] = "steps"
+
+    @property
+    def graph(self) -> bool:
+        """Whether any step names its `needs` (the flow then runs as a graph)."""
+        return any(step.needs is not None for step in self.steps)
+
+    def needs_of(self, index: int) -> frozenset[int]:
+        """The indexes of the steps step `index` waits for."""
+        step = self.steps[index]
+        if step.needs is None:
+            return frozenset({index - 1}) if index else frozenset()
+        names = {other.id: i for i, other in enumerate(self.steps)}
+        return frozenset(names[name] for name in step.needs)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -133,7 +165,7 @@ class PythonFlow:
 
 FlowDef: TypeAlias = StepsFlow | PythonFlow
 
-_COMMON = {"id", "type"}
+_COMMON = {"id", "type", "needs"}
 _EFFECT = {"timeout_s", "retry", "idempotent"}
 _KEYS: dict[str, set[str]] = {
     "command": _COMMON | _EFFECT | {"argv", "env", "cwd"},
@@ -180,7 +212,7 @@ def _parse(definition: Any, problems: _Problems) -> FlowDef | None:
     if kind != "steps":
         problems.add("$.kind", f"must be 'steps' or 'python', not {kind!r}")
         return None
-    _unknown_keys(definition, {"kind", "steps"}, "$", problems)
+    _unknown_keys(definition, {"kind", "steps", "max_parallel", "fail_fast"}, "$", problems)
     raw_steps = definition.get("steps")
     if not isinstance(raw_steps, list):
         problems.add("$.steps", "must be a list")
@@ -196,7 +228,61 @@ def _parse(definition: Any, problems: _Problems) -> FlowDef | None:
             problems.add(f"{path}.id", f"duplicate step id {step.id!r}")
         seen.add(step.id)
         steps.append(step)
-    return StepsFlow(steps=tuple(steps))
+    _check_needs(steps, problems)
+    parallel = definition.get("max_parallel", DEFAULT_MAX_PARALLEL)
+    if not isinstance(parallel, int) or isinstance(parallel, bool) or parallel < 1:
+        problems.add("$.max_parallel", "must be an integer >= 1")
+        parallel = DEFAULT_MAX_PARALLEL
+    fail_fast = _bool(definition.get("fail_fast", True), "$.fail_fast", problems)
+    return StepsFlow(steps=tuple(steps), max_parallel=parallel, fail_fast=fail_fast)
+
+
+def _check_needs(steps: list[StepDef], problems: _Problems) -> None:
+    """Every step named in a `needs` exists, and the steps form no cycle."""
+    known = {step.id for step in steps}
+    if len(known) != len(steps):
+        return  # duplicate ids are reported already; their needs mean nothing yet
+    edges: dict[str, tuple[str, ...]] = {}
+    for index, step in enumerate(steps):
+        if step.needs is None:
+            edges[step.id] = (steps[index - 1].id,) if index else ()
+            continue
+        for name in step.needs:
+            if name not in known:
+                problems.add(f"$.steps[{index}].needs", f"no step {name!r} in this flow")
+            elif name == step.id:
+                problems.add(f"$.steps[{index}].needs", "a step cannot need itself")
+        edges[step.id] = tuple(n for n in step.needs if n in known and n != step.id)
+    cycle = _cycle(edges)
+    if cycle:
+        problems.add("$.steps", f"the needs form a cycle: {' -> '.join(cycle)}")
+
+
+def _cycle(edges: dict[str, tuple[str, ...]]) -> list[str]:
+    """A cycle through `edges` (step -> steps it needs), as a path, or [] when none."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str]:
+        state[node] = 1
+        path.append(node)
+        for needed in edges.get(node, ()):
+            if state.get(needed) == 1:
+                return [*path[path.index(needed) :], needed]
+            if needed not in state:
+                found = visit(needed)
+                if found:
+                    return found
+        path.pop()
+        state[node] = 2
+        return []
+
+    for node in edges:
+        if node not in state:
+            found = visit(node)
+            if found:
+                return found
+    return []
 
 
 def _step(raw: Any, path: str, problems: _Problems) -> StepDef | None:
@@ -212,18 +298,20 @@ def _step(raw: Any, path: str, problems: _Problems) -> StepDef | None:
     if not isinstance(step_id, str) or not step_id:
         problems.add(f"{path}.id", "must be a non-empty string")
         step_id = ""
+    needs = _needs(raw.get("needs"), f"{path}.needs", problems)
     if kind == "sleep":
         duration = _number(raw.get("duration_s"), f"{path}.duration_s", problems, minimum=0.0)
-        return SleepStep(id=step_id, duration_s=duration or 0.0)
+        return SleepStep(id=step_id, duration_s=duration or 0.0, needs=needs)
     if kind == "wait_signal":
         signal = raw.get("signal")
         if not isinstance(signal, str) or not signal:
             problems.add(f"{path}.signal", "must be a non-empty string")
             signal = ""
         timeout = _optional_number(raw.get("timeout_s"), f"{path}.timeout_s", problems)
-        return WaitSignalStep(id=step_id, signal=signal, timeout_s=timeout)
+        return WaitSignalStep(id=step_id, signal=signal, timeout_s=timeout, needs=needs)
     common: dict[str, Any] = {
         "id": step_id,
+        "needs": needs,
         "timeout_s": _optional_number(raw.get("timeout_s"), f"{path}.timeout_s", problems),
         "retry": _retry(raw.get("retry"), f"{path}.retry", problems),
         "idempotent": _bool(raw.get("idempotent", False), f"{path}.idempotent", problems),
@@ -268,6 +356,17 @@ def _http(
         body=raw.get("body"),
         expect_status=statuses,
     )
+
+
+def _needs(raw: Any, path: str, problems: _Problems) -> tuple[str, ...] | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, list) or not all(isinstance(n, str) and n for n in raw):
+        problems.add(path, "must be a list of step ids")
+        return None
+    if len(set(raw)) != len(raw):
+        problems.add(path, "names a step twice")
+    return tuple(dict.fromkeys(raw))
 
 
 def _unknown_keys(

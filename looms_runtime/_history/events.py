@@ -31,6 +31,7 @@ class EventType(enum.StrEnum):
     RUN_CANCELLED = "run_cancelled"
     FLOW_VALUE_RECORDED = "flow_value_recorded"
     EFFECT_OUTCOME_LATE = "effect_outcome_late"
+    BRANCH_FAILED = "branch_failed"
 
 
 KNOWN_VERSIONS: Mapping[str, int] = {member.value: 1 for member in EventType}

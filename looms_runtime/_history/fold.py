@@ -195,12 +195,18 @@ def _succeeded(state: RunState, p: Mapping[str, Any]) -> RunState:
     if state.python:
         entry = {"kind": "step", "name": effect.name, "ok": True, "output": p.get("output")}
         return _journaled(dataclasses.replace(state, effects=effects), entry, counts=True)
-    return dataclasses.replace(
-        state,
-        effects=effects,
-        completed_steps=max(state.completed_steps, effect.step_index + 1),
-        result=p.get("output"),
+    return _step_done(
+        dataclasses.replace(state, effects=effects), effect.step_index, p.get("output")
     )
+
+
+def _step_done(state: RunState, index: int, result: Any) -> RunState:
+    """A steps flow's step completed: in order, or (a graph) as one of the done set."""
+    if state.graph:
+        done = state.done | {index}
+        return dataclasses.replace(state, done=done, completed_steps=len(done), result=result)
+    completed = max(state.completed_steps, index + 1)
+    return dataclasses.replace(state, completed_steps=completed, result=result)
 
 
 def _failed(state: RunState, p: Mapping[str, Any]) -> RunState:
@@ -290,8 +296,7 @@ def _wait_finished(state: RunState, p: Mapping[str, Any]) -> RunState:
     if reason == "timeout":
         return dataclasses.replace(state, waits=waits)
     result = p.get("payload") if reason == "signal" else state.result
-    completed = max(state.completed_steps, wait.step_index + 1)
-    return dataclasses.replace(state, waits=waits, completed_steps=completed, result=result)
+    return _step_done(dataclasses.replace(state, waits=waits), wait.step_index, result)
 
 
 def _flow_value(state: RunState, p: Mapping[str, Any]) -> RunState:
@@ -303,9 +308,26 @@ def _flow_value(state: RunState, p: Mapping[str, Any]) -> RunState:
 
 
 def _cancel_requested(state: RunState, p: Mapping[str, Any]) -> RunState:
+    # `failure`: a graph's failed step stops its other branches before the run fails.
     return dataclasses.replace(
-        state, cancel_requested=True, cancel_reason=_opt_str(p.get("reason"))
+        state,
+        cancel_requested=True,
+        cancel_reason=_opt_str(p.get("reason")),
+        failure=_opt_str(p.get("failure")) or state.failure,
     )
+
+
+def _branch_failed(state: RunState, p: Mapping[str, Any]) -> RunState:
+    """A graph's step failed for good while other branches still run: no step starts
+    any more, and with `cancel` (fail fast) the running ones are cancelled."""
+    if not state.graph:
+        raise CorruptHistoryError("branch_failed in a run that is not a graph flow")
+    error = str(p["error"])
+    if p.get("cancel"):
+        return dataclasses.replace(
+            state, failure=error, cancel_requested=True, cancel_reason=f"failed: {error}"
+        )
+    return dataclasses.replace(state, failure=error)
 
 
 def _parked(state: RunState, p: Mapping[str, Any]) -> RunState:
@@ -343,6 +365,7 @@ _RULES = {
     EventType.RUN_FAILED: _run_failed,
     EventType.RUN_CANCELLED: _run_cancelled,
     EventType.FLOW_VALUE_RECORDED: _flow_value,
+    EventType.BRANCH_FAILED: _branch_failed,
 }
 
 

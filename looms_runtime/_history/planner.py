@@ -23,6 +23,7 @@ from looms_runtime._history.definitions import (
     RetryPolicy,
     SleepStep,
     StepDef,
+    StepsFlow,
     WaitSignalStep,
 )
 from looms_runtime._history.events import EventType, NewEvent, new_event
@@ -127,6 +128,8 @@ def plan(
     if state.cancel_requested:
         if any(effect.status == "dispatched" for effect in state.effects.values()):
             return Idle("cancelling")
+        if state.failure is not None:  # a graph that failed fast: its branches have stopped
+            return Emit((new_event(EventType.RUN_FAILED, error=state.failure),))
         return Emit((new_event(EventType.RUN_CANCELLED, reason=state.cancel_reason),))
     retry = next((item for item in inbox if item.kind == "retry"), None)
     if retry is not None:
@@ -135,6 +138,8 @@ def plan(
         return Idle("parked")
     if isinstance(flow, PythonFlow):
         return _flow_move(state, now_ms, inbox, running=running)
+    if state.graph:
+        return graph_move(state, flow, now_ms=now_ms, inbox=inbox)
     for effect in state.effects.values():
         return _effect_move(effect, _step(flow.steps, effect.step_index), now_ms)
     for wait in state.waits.values():
@@ -201,6 +206,81 @@ def _operator_retry(state: RunState, item: InboxItem, now_ms: int) -> Move:
     return Emit((event,), consumed=(item.key,))
 
 
+def graph_move(
+    state: RunState, flow: StepsFlow, *, now_ms: int, inbox: Sequence[InboxItem]
+) -> Move:
+    """The next move of a graph flow: its branches' own moves first, then a new step.
+
+    Moves that can happen now come first (a due retry, a stuck step, a delivered
+    signal, an expired timer, a step whose needs are met); otherwise the run waits
+    for its running branches (`Idle`) or its earliest timer (`Sleep`).
+    """
+    effects = sorted(state.effects.values(), key=lambda effect: effect.step_index)
+    waits = sorted(state.waits.values(), key=lambda wait: wait.step_index)
+    failed = [effect for effect in effects if effect.status == "failed"]
+    running = [effect for effect in effects if effect.status != "failed"]
+    timers: list[int] = []
+    if failed and state.failure is None:
+        step = _step(flow.steps, failed[0].step_index)
+        error = _failure(failed[0], step.id)
+        if running or waits:
+            return Emit(
+                (
+                    new_event(
+                        EventType.BRANCH_FAILED,
+                        effect_id=failed[0].effect_id,
+                        error=error,
+                        cancel=flow.fail_fast,
+                    ),
+                )
+            )
+        return Emit((new_event(EventType.RUN_FAILED, error=error),))
+    for effect in running:
+        if effect.status == "dispatched":
+            continue
+        move = _effect_move(effect, _step(flow.steps, effect.step_index), now_ms)
+        if isinstance(move, Sleep):
+            timers.append(move.until)
+            continue
+        return move
+    for wait in waits:
+        step = _step(flow.steps, wait.step_index)
+        move = _wait_move(wait, step.id, now_ms, inbox, fails_run=True)
+        if isinstance(move, Sleep):
+            timers.append(move.until)
+        elif not isinstance(move, Idle):
+            return move
+    if state.failure is None:
+        ready = _ready_step(state, flow, busy=len(running) + len(waits))
+        if ready is not None:
+            return _start_step(flow.steps[ready], ready, now_ms)
+    if running or waits:
+        return Sleep(min(timers)) if timers else Idle("branches_running")
+    if state.failure is not None:
+        return Emit((new_event(EventType.RUN_FAILED, error=state.failure),))
+    return Emit((new_event(EventType.RUN_COMPLETED, result=state.result),))
+
+
+def _ready_step(state: RunState, flow: StepsFlow, *, busy: int) -> int | None:
+    """The first step whose needs are all done and that has not started, if another
+    branch may start (at most `max_parallel` run at once)."""
+    if busy >= flow.max_parallel:
+        return None
+    started = {effect.step_index for effect in state.effects.values()}
+    started |= {wait.step_index for wait in state.waits.values()}
+    for index in range(len(flow.steps)):
+        if index in state.done or index in started:
+            continue
+        if flow.needs_of(index) <= state.done:
+            return index
+    return None
+
+
+def _failure(effect: EffectState, step_id: str) -> str:
+    attempts = f"{effect.failures} attempt{'s' if effect.failures != 1 else ''}"
+    return f"step {step_id!r} failed after {attempts}: {effect.last_error}"
+
+
 def _effect_move(effect: EffectState, step: StepDef, now_ms: int) -> Move:
     if not isinstance(step, EffectStep):
         raise CorruptHistoryError(f"effect {effect.effect_id!r} names a {step.kind} step")
@@ -217,9 +297,7 @@ def _effect_move(effect: EffectState, step: StepDef, now_ms: int) -> Move:
         return Sleep(due)
     if effect.status == "cancelled":
         return Emit((new_event(EventType.RUN_CANCELLED, reason=effect.last_error),))
-    attempts = f"{effect.failures} attempt{'s' if effect.failures != 1 else ''}"
-    error = f"step {step.id!r} failed after {attempts}: {effect.last_error}"
-    return Emit((new_event(EventType.RUN_FAILED, error=error),))
+    return Emit((new_event(EventType.RUN_FAILED, error=_failure(effect, step.id)),))
 
 
 def _wait_move(

@@ -22,6 +22,8 @@ TERMINAL = frozenset({"completed", "failed", "cancelled"})
 STUCK = frozenset({"ambiguous", "timed_out"})
 PYTHON = "python"
 """`RunState.flow_kind` of a durable Python flow (whose results are kept in `journal`)."""
+GRAPH = "graph"
+"""`RunState.flow_kind` of a steps flow whose steps name their `needs` (kept in `done`)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -84,6 +86,10 @@ class RunState:
     result: Any = None
     flow_kind: str = "steps"
     journal: tuple[Mapping[str, Any], ...] = ()
+    done: frozenset[int] = frozenset()
+    """A graph flow's completed steps, by index."""
+    failure: str | None = None
+    """A graph flow's first step failure, while its other branches stop before it fails."""
 
     @property
     def settled(self) -> bool:
@@ -93,8 +99,17 @@ class RunState:
     def python(self) -> bool:
         return self.flow_kind == PYTHON
 
+    @property
+    def graph(self) -> bool:
+        return self.flow_kind == GRAPH
 
-_OPTIONAL_RUN: dict[str, Any] = {"flow_kind": "steps", "journal": ()}
+
+_OPTIONAL_RUN: dict[str, Any] = {
+    "flow_kind": "steps",
+    "journal": (),
+    "done": frozenset(),
+    "failure": None,
+}
 _OPTIONAL_EFFECT: dict[str, Any] = {"name": None, "give_up_at": None, "supervised": None}
 
 
@@ -106,6 +121,8 @@ def state_to_json(state: RunState) -> dict[str, Any]:
             del data[key]
     if "journal" in data:
         data["journal"] = [dict(entry) for entry in data["journal"]]
+    if "done" in data:
+        data["done"] = sorted(data["done"])
     for effect in data["effects"].values():
         for name, unset in _OPTIONAL_EFFECT.items():
             if effect[name] == unset:
@@ -123,8 +140,9 @@ def state_from_json(data: Mapping[str, Any]) -> RunState:
         effects = {k: EffectState(**v) for k, v in data["effects"].items()}
         waits = {k: WaitState(**v) for k, v in data["waits"].items()}
         journal = tuple(dict(entry) for entry in data.get("journal", ()))
-        fields = {k: v for k, v in data.items() if k not in {"effects", "waits", "journal"}}
-        return RunState(**fields, effects=effects, waits=waits, journal=journal)
+        done = frozenset(int(index) for index in data.get("done", ()))
+        fields = {k: v for k, v in data.items() if k not in {"effects", "waits", "journal", "done"}}
+        return RunState(**fields, effects=effects, waits=waits, journal=journal, done=done)
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
         raise CorruptHistoryError(f"snapshot does not match fold v{FOLD_VERSION}: {exc}") from exc
 

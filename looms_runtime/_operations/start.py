@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 import structlog
 
 from looms_runtime._canonical import canonical_json, json_text, new_run_id, text_digest
-from looms_runtime._history.state import PYTHON
+from looms_runtime._history.state import GRAPH, PYTHON
 from looms_runtime._store.committer import Committer
 from looms_runtime._store.rows import ExistingRun, NewRun, StartJob
 from looms_runtime._workers.actors import DRIVE, Op
@@ -49,7 +49,7 @@ def _invalid(request: StartRequest) -> InvalidRequestError:
 def _started_parts(flow: str, version: str, flow_kind: str) -> tuple[str, str]:
     """The canonical text of a `run_started` payload around its input (keys in sorted
     order: flow, flow_kind, input, version), so the input is not encoded twice."""
-    kind = ',"flow_kind":"python"' if flow_kind == PYTHON else ""
+    kind = f',"flow_kind":"{flow_kind}"' if flow_kind in (PYTHON, GRAPH) else ""
     return f'{{"flow":{json_text(flow)}{kind},"input":', f',"version":{json_text(version)}}}'
 
 

@@ -7,7 +7,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from looms_runtime._canonical import definition_version, json_copy
-from looms_runtime._history.definitions import FlowDef, parse_flow
+from looms_runtime._history.definitions import FlowDef, StepsFlow, parse_flow
+from looms_runtime._history.state import GRAPH
 from looms_runtime._store.driver import driver_errors
 from looms_runtime._store.reads import load_flow
 from looms_runtime._store.writes import insert_flow
@@ -77,7 +78,10 @@ class FlowRegistry:
             if type(name) is not str or type(version) is not str:
                 continue
             try:
-                found[(name, version)] = self.get(name, version).kind
+                flow = self.get(name, version)
             except UnknownFlowError:
                 continue
+            found[(name, version)] = (
+                GRAPH if isinstance(flow, StepsFlow) and flow.graph else flow.kind
+            )
         return found

@@ -40,16 +40,23 @@ DRIVE = Op("drive")
 REFRESH = Op("drive", refresh=True)
 
 
+class Attempt(NamedTuple):
+    """An effect attempt running now: its cancel token, and its directory when it runs
+    under a supervisor."""
+
+    token: CancelToken
+    path: Any = None
+
+
 class Slot:
     """A run's mailbox and the working state its worker keeps between operations."""
 
     __slots__ = (
         "abandon_at",
-        "attempt_dir",
+        "attempts",
         "discard",
         "flow",
-        "in_flight",
-        "in_flight_effect",
+        "flow_effect",
         "ops",
         "reply",
         "run",
@@ -64,18 +71,18 @@ class Slot:
         self.ops: deque[Op] = deque()
         self.scheduled = False
         self.run: Any = None
-        self.in_flight: CancelToken | None = None
-        self.in_flight_effect: str | None = None
+        self.attempts: dict[str, Attempt] = {}
+        """The run's effect attempts running now, by effect id (a graph runs several)."""
         self.unflushed: Any = None
         self.stash: list[Op] = []
         self.flow: Any = None
         """The run's live Python flow session, if any."""
+        self.flow_effect: str | None = None
+        """The effect its session runs now (dispatched, outcome not yet asked)."""
         self.reply: Any = None
         """An answer to the session's last ask, sent once the ask's events are durable."""
         self.abandon_at: int | None = None
-        """When an attempt still running under a cancel is given up (epoch ms)."""
-        self.attempt_dir: Any = None
-        """The directory of the supervised command attempt in flight, if any."""
+        """When attempts still running under a cancel are given up (epoch ms)."""
         self.discard: list[Any] = []
         """Attempt directories to remove once the outcome they hold is durable."""
 
@@ -83,10 +90,26 @@ class Slot:
         return (
             not self.ops
             and not self.stash
-            and self.in_flight is None
+            and not self.attempts
             and self.unflushed is None
             and self.flow is None
         )
+
+    def running(self) -> bool:
+        """Whether something of the run executes now (an attempt, or its flow's code)."""
+        return bool(self.attempts) or self.flow is not None
+
+    def in_flight(self) -> tuple[str, ...]:
+        """The effects this process runs now for the run (none of them is ambiguous)."""
+        ids = tuple(self.attempts)
+        return (*ids, self.flow_effect) if self.flow_effect else ids
+
+    def tokens(self) -> list[CancelToken]:
+        """The cancel tokens of what runs now."""
+        found = [attempt.token for attempt in self.attempts.values()]
+        if self.flow is not None:
+            found.append(self.flow.token)
+        return found
 
 
 class Actors:
@@ -179,10 +202,11 @@ class Actors:
                     "too many pending operations for the run", run_id=run_id, pending=len(slot.ops)
                 )
 
-    def in_flight(self, run_id: str) -> CancelToken | None:
+    def tokens(self, run_id: str) -> list[CancelToken]:
+        """The cancel tokens of what runs now for the run."""
         with self._lock:
             slot = self._slots.get(run_id)
-            return None if slot is None else slot.in_flight
+            return [] if slot is None else slot.tokens()
 
     def busy_effects(self, *, detachable: bool = True) -> int:
         """Effects running now for this runtime's runs (without `detachable`: only those
@@ -191,7 +215,8 @@ class Actors:
             return sum(
                 1
                 for slot in self._slots.values()
-                if slot.in_flight is not None and (detachable or not slot.in_flight.detachable)
+                for token in slot.tokens()
+                if detachable or not token.detachable
             )
 
     def shutdown(self, timeout_s: float) -> None:
