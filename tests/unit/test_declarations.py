@@ -810,3 +810,75 @@ def test_version_label_on_a_steps_flow_is_refused() -> None:
     text = "version: 1\nflows:\n  f:\n    version: '2'\n    steps: []\ntriggers: []\n"
     [problem] = problems_of(text)
     assert (problem["key"], problem["line"]) == ("flows.f.version", 4)
+
+
+GRAPH = """\
+version: 1
+flows:
+  backup:
+    max_parallel: 2
+    steps:
+      - {id: dump-a, run: [pg_dump, a], needs: []}
+      - {id: dump-b, run: [pg_dump, b], needs: []}
+      - {id: upload, run: [upload], needs: [dump-a, dump-b]}
+triggers: []
+"""
+
+
+def test_needs_and_max_parallel_reach_the_definition_only_when_given() -> None:
+    flows = parse_declarations(GRAPH, source="t.yaml").flows
+    plain = parse_declarations(
+        "version: 1\nflows:\n  f:\n    steps:\n      - {id: a, run: [x]}\ntriggers: []\n",
+        source="t.yaml",
+    ).flows
+
+    definition = flows["backup"].definition
+    assert definition["max_parallel"] == 2
+    assert [step.get("needs") for step in definition["steps"]] == [[], [], ["dump-a", "dump-b"]]
+    # A flow without needs is the definition (and so the version) it always was.
+    assert plain["f"].definition == {
+        "kind": "steps",
+        "steps": [
+            {
+                "id": "a",
+                "type": "command",
+                "argv": ["x"],
+                "env": {},
+                "cwd": None,
+                "timeout_s": None,
+                "retry": None,
+                "idempotent": False,
+            }
+        ],
+    }
+
+
+@pytest.mark.parametrize(
+    ("steps", "key", "message"),
+    [
+        (
+            "      - {id: a, run: [x], needs: [nope]}\n",
+            "flows.f.steps[a].needs[0]",
+            "no step 'nope' in this flow",
+        ),
+        (
+            "      - {id: a, run: [x], needs: [a]}\n",
+            "flows.f.steps[a].needs[0]",
+            "a step cannot need itself",
+        ),
+        (
+            "      - {id: a, run: [x], needs: [b]}\n      - {id: b, run: [x], needs: [a]}\n",
+            "flows.f.steps[a].needs",
+            "the needs form a cycle: a -> b -> a",
+        ),
+    ],
+    ids=["unknown", "itself", "cycle"],
+)
+def test_needs_that_cannot_be_met_are_reported_at_their_key(
+    steps: str, key: str, message: str
+) -> None:
+    text = f"version: 1\nflows:\n  f:\n    steps:\n{steps}triggers: []\n"
+
+    [problem] = problems_of(text)
+
+    assert (problem["key"], problem["message"], problem["line"]) == (key, message, 5)

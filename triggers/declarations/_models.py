@@ -181,12 +181,15 @@ class StepModel(_Model):
     env: dict[EnvName, Text] | None = None
     cwd: NonEmpty | None = None
     idempotent: bool | None = None
+    needs: list[Id] | None = None
 
 
 class FlowModel(_Model):
     """One value of `flows:`: `steps` (validated one by one) or `python`."""
 
     steps: list[Any] | None = None
+    max_parallel: Annotated[int, Field(ge=1, le=1000)] | None = None
+    fail_fast: bool | None = None
     python: Ref | None = None
     version: Annotated[str, StringConstraints(min_length=1, max_length=64)] | None = None
 

@@ -25,6 +25,7 @@ from triggers.declarations._models import (
     TriggerFieldsModel,
     TriggerModel,
 )
+from triggers.declarations._needs import check_needs
 from triggers.declarations._problems import Problems, validate_partial
 from triggers.declarations._values import check_id
 from triggers.declarations._yaml import Loc
@@ -268,7 +269,26 @@ def _flow_definition(raw: object, loc: Loc, problems: Problems) -> dict[str, Jso
         return None
     steps = [_step(item, (*loc, "steps", index), problems) for index, item in enumerate(flow.steps)]
     report_duplicate_ids(flow.steps, (*loc, "steps"), problems, what="step id")
-    return None if problems.count > before else {"kind": "steps", "steps": steps}
+    if problems.count == before:
+        check_needs(steps, (*loc, "steps"), problems)
+    if problems.count > before:
+        return None
+    definition: dict[str, JsonValue] = {"kind": "steps", "steps": steps}
+    # Only when given, so that the digest (the version) of existing flows is unchanged.
+    if flow.max_parallel is not None:
+        definition["max_parallel"] = flow.max_parallel
+    if flow.fail_fast is not None:
+        definition["fail_fast"] = flow.fail_fast
+    if ("max_parallel" in raw or "fail_fast" in raw) and not any(
+        isinstance(step, dict) and "needs" in step for step in steps
+    ):
+        problems.add(
+            (*loc, "max_parallel" if "max_parallel" in raw else "fail_fast"),
+            "applies to steps that name their 'needs' (branches); no step here does",
+            at="key",
+        )
+        return None
+    return definition
 
 
 def _step(raw: object, loc: Loc, problems: Problems) -> dict[str, JsonValue] | None:
@@ -297,6 +317,13 @@ def _step(raw: object, loc: Loc, problems: Problems) -> dict[str, JsonValue] | N
 
 
 def _step_json(step: StepModel, loc: Loc, problems: Problems) -> dict[str, JsonValue] | None:
+    found = _step_kind_json(step, loc, problems)
+    if found is not None and step.needs is not None:
+        found["needs"] = list(dict.fromkeys(step.needs))
+    return found
+
+
+def _step_kind_json(step: StepModel, loc: Loc, problems: Problems) -> dict[str, JsonValue] | None:
     effect = {
         "timeout_s": _seconds(step.timeout),
         "retry": _retry_json(step.retry),
