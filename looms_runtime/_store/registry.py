@@ -7,7 +7,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from looms_runtime._canonical import definition_version, json_copy
-from looms_runtime._history.definitions import FlowDef, StepsFlow, parse_flow
+from looms_runtime._history.definitions import FlowDef, StepsFlow
+from looms_runtime._history.parsing import parse_flow
 from looms_runtime._history.state import GRAPH
 from looms_runtime._store.driver import driver_errors
 from looms_runtime._store.reads import load_flow

@@ -16,8 +16,8 @@ from looms_runtime._history.definitions import (
     SleepStep,
     StepsFlow,
     WaitSignalStep,
-    parse_flow,
 )
+from looms_runtime._history.parsing import parse_flow
 from looms_runtime.errors import InvalidFlowError
 
 FULL: dict[str, Any] = {

@@ -7,10 +7,11 @@ from typing import Any
 
 import pytest
 
-from looms_runtime._history.definitions import StepsFlow, parse_flow
+from looms_runtime._history.definitions import StepsFlow
 from looms_runtime._history.events import EventType, NewEvent, new_event
 from looms_runtime._history.fold import RunState, fold, state_from_json, state_hash, state_to_json
 from looms_runtime._history.outcome import EffectResult
+from looms_runtime._history.parsing import parse_flow
 from looms_runtime._history.planner import (
     Dispatch,
     Emit,

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from looms_runtime._history.definitions import StepsFlow, parse_flow
+from looms_runtime._history.definitions import StepsFlow
 from looms_runtime._history.events import EventType, NewEvent, RecordedEvent, new_event
 from looms_runtime._history.fold import (
     RunState,
@@ -26,6 +26,7 @@ from looms_runtime._history.fold import (
     state_to_json,
 )
 from looms_runtime._history.outcome import EffectResult
+from looms_runtime._history.parsing import parse_flow
 from looms_runtime._history.planner import (
     Dispatch,
     Emit,

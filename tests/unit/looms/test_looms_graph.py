@@ -7,10 +7,11 @@ from typing import Any, cast
 import pytest
 
 from looms_runtime import InvalidFlowError
-from looms_runtime._history.definitions import StepsFlow, parse_flow
+from looms_runtime._history.definitions import StepsFlow
 from looms_runtime._history.events import EventType, NewEvent, new_event
 from looms_runtime._history.fold import RunState, fold
 from looms_runtime._history.outcome import EffectResult
+from looms_runtime._history.parsing import parse_flow
 from looms_runtime._history.planner import Dispatch, Emit, Idle, Move, outcome_events, plan
 
 

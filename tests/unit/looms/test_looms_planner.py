@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from looms_runtime._history.definitions import StepsFlow, parse_flow
+from looms_runtime._history.definitions import StepsFlow
 from looms_runtime._history.events import EventType, new_event
 from looms_runtime._history.fold import RunState, fold
 from looms_runtime._history.outcome import EffectResult
+from looms_runtime._history.parsing import parse_flow
 from looms_runtime._history.planner import (
     MAX_AMBIGUOUS_RERUNS,
     Dispatch,

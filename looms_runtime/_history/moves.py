@@ -1,0 +1,72 @@
+"""The moves the planner answers with, and the requests it reads (pure values)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, TypeAlias
+
+from looms_runtime._history.definitions import EffectStep
+from looms_runtime._history.events import NewEvent
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InboxItem:
+    """A durable external request not yet folded into the log (cancel, signal, retry)."""
+
+    key: str
+    kind: str
+    name: str | None = None
+    payload: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class Emit:
+    """Append these events (and mark these inbox keys consumed); nothing runs."""
+
+    events: tuple[NewEvent, ...]
+    consumed: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Dispatch:
+    """Commit `event` (effect_dispatched), then run the step's attempt."""
+
+    event: NewEvent
+    step: EffectStep
+    attempt: int
+    deadline_at: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class FlowDispatch:
+    """Commit `event` (a Python flow step's effect_dispatched), then let the session run it."""
+
+    event: NewEvent
+    effect_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class RunFlow:
+    """Run the Python flow's function from the top, replaying its journal."""
+
+
+@dataclass(frozen=True, slots=True)
+class Sleep:
+    """Nothing to do before `until` (epoch ms): a timer wakes the run."""
+
+    until: int
+
+
+@dataclass(frozen=True, slots=True)
+class Idle:
+    """Nothing to do until something external happens (an outcome, a signal, an operator)."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """The run has settled."""
+
+
+Move: TypeAlias = Emit | Dispatch | FlowDispatch | RunFlow | Sleep | Idle | Finished
