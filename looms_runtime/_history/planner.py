@@ -6,7 +6,7 @@ the next one that must be durable before anything runs (a dispatch), so a one-st
 run costs three commits: start, dispatch, outcome plus settlement.
 
 A Python flow decides its own steps (its code runs in a session, see
-`_flow_session`); the planner only says when to run it again from the top, and
+`_engine.flow_session`); the planner only says when to run it again from the top, and
 handles what no code has to decide: timers, retries, crashes, signals and cancels.
 """
 
