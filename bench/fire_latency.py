@@ -1,15 +1,21 @@
-"""Launch latency of N every-second triggers on the real daemon.
+"""Fire latency of N every-second triggers on the real daemon, beside APScheduler.
 
 Starts `triggers run` as a subprocess on a fresh database with N triggers
-(`every: 1s`, a flow with no steps, `overlap: allow`), lets it run, stops it
-with SIGTERM, then reads the fire ledger: launch latency is `launched_at` minus
-the occurrence (the run start and the ledger row are both committed by then).
-Prints p50/p95/p99/max, how many of the expected fires happened, and the
-daemon's CPU and memory.
+(`every: 1s`, `overlap: allow`) whose flow is one no-op Python step that records
+when it started (`--step none`: a flow with no steps), lets it run, stops it with
+SIGTERM, then reads the fire ledger. Two figures per fire: the launch (`launched_at`
+minus the occurrence: the claim, the ledger row and the run start are committed by
+then) and the step start (the moment the step's function began, minus the
+occurrence: what a scheduler's users wait for, and what the peers' figures mean).
+Prints p50/p95/p99/max, how many of the expected fires ran, and the daemon's CPU
+and memory. `--peers` runs APScheduler 3 with the same job count afterwards, in the
+same invocation (memory store, and SQLAlchemy store on SQLite; see
+bench/apscheduler_peer.py), and prints its figures beside ours.
 
-    .venv/bin/python bench/fire_latency.py --triggers 100 --seconds 30
-    .venv/bin/python bench/fire_latency.py --triggers 1000 --seconds 30
-    .venv/bin/python bench/fire_latency.py --triggers 1000 --database-url postgresql+psycopg://...
+    .venv/bin/python bench/fire_latency.py --triggers 100 --seconds 30 --peers
+    .venv/bin/python bench/fire_latency.py --triggers 1000 --seconds 30 --peers
+    .venv/bin/python bench/fire_latency.py --triggers 1000 --daemons 3 \
+        --database-url postgresql+psycopg://postgres@127.0.0.1:5432/bench
 """
 
 from __future__ import annotations
@@ -32,8 +38,16 @@ import sqlalchemy as sa
 TRIGGERS = shutil.which("triggers", path=str(Path(sys.executable).parent)) or "triggers"
 
 
-def declarations(count: int) -> str:
-    lines = ["version: 1", "flows:", "  noop:", "    steps: []", "triggers:"]
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def declarations(count: int, *, step: str) -> str:
+    lines = ["version: 1", "flows:", "  noop:"]
+    if step == "python":
+        lines += ["    steps:", "      - {id: mark, python: 'bench.steps:mark'}"]
+    else:
+        lines += ["    steps: []"]
+    lines += ["triggers:"]
     lines += [
         f"  - {{id: t{n:05d}, flow: noop, every: 1s, overlap: allow, max_active: 5}}"
         for n in range(count)
@@ -64,13 +78,17 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     workdir = Path(tempfile.mkdtemp(prefix="triggers-bench-"))
     url = args.database_url or f"sqlite:///{workdir / 'bench.sqlite'}"
     config = workdir / "triggers.yaml"
-    config.write_text(declarations(args.triggers))
+    config.write_text(declarations(args.triggers, step=args.step))
+    step_log = workdir / "steps.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith("TRIGGERS_")}
     env.update(
         {
             "TRIGGERS_DATABASE_URL": url,
             "TRIGGERS_LOG_FORMAT": "json",
             "TRIGGERS_LOG_LEVEL": "warning",
+            "TRIGGERS_STATE_DIRECTORY": str(workdir / "state"),
+            "BENCH_STEP_LOG": str(step_log),
+            "PYTHONPATH": str(ROOT),
         }
     )
     log = (workdir / "daemon.log").open("w")
@@ -98,12 +116,13 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     with engine.connect() as conn:
         rows = conn.execute(
             sa.text(
-                "SELECT occurrence_at, launched_at, outcome FROM fires "
+                "SELECT occurrence_at, launched_at, outcome, run_id FROM fires "
                 "WHERE occurrence_at >= :a AND occurrence_at < :b"
             ),
             {"a": int(window_start * 1000) + 1000, "b": int(window_end * 1000) - 1000},
         ).all()
     engine.dispose()
+    step_starts = _step_starts(step_log)
     seconds = len({r[0] for r in rows})
     expected = seconds * args.triggers
     latencies = [(r[1] - r[0]) for r in rows if r[1] is not None]
@@ -125,18 +144,59 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     if latencies:
         result.update(
             {
-                "latency_ms_p50": percentile(latencies, 0.50),
-                "latency_ms_p95": percentile(latencies, 0.95),
-                "latency_ms_p99": percentile(latencies, 0.99),
-                "latency_ms_max": max(latencies),
-                "latency_ms_mean": round(statistics.fmean(latencies), 1),
+                "launch_ms_p50": percentile(latencies, 0.50),
+                "launch_ms_p95": percentile(latencies, 0.95),
+                "launch_ms_p99": percentile(latencies, 0.99),
+                "launch_ms_max": max(latencies),
+                "launch_ms_mean": round(statistics.fmean(latencies), 1),
             }
         )
+    if args.step == "python":
+        starts = [step_starts[r[3]] - r[0] for r in rows if r[3] in step_starts]
+        result["steps_started"] = len(starts)
+        if starts:
+            result.update(
+                {
+                    "step_start_ms_p50": percentile(starts, 0.50),
+                    "step_start_ms_p95": percentile(starts, 0.95),
+                    "step_start_ms_p99": percentile(starts, 0.99),
+                    "step_start_ms_max": round(max(starts), 1),
+                }
+            )
     if not args.keep:
         shutil.rmtree(workdir, ignore_errors=True)
     else:
         result["workdir"] = str(workdir)
     return result
+
+
+def _step_starts(path: Path) -> dict[str, float]:
+    """run id -> when its step started (epoch ms), from the steps' own log."""
+    found: dict[str, float] = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            run_id, _, ns = line.partition(" ")
+            found[run_id] = int(ns) / 1_000_000
+    return found
+
+
+def peers(args: argparse.Namespace) -> list[dict[str, object]]:
+    """APScheduler with the same job count, one store after the other, alone on the machine."""
+    found = []
+    for store in ("memory", "sqlite"):
+        command = [
+            sys.executable,
+            str(ROOT / "bench" / "apscheduler_peer.py"),
+            "--jobs",
+            str(args.triggers),
+            "--seconds",
+            str(int(args.seconds)),
+            "--store",
+            store,
+        ]
+        output = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+        found.append(json.loads(output))
+    return found
 
 
 def main() -> None:
@@ -147,15 +207,21 @@ def main() -> None:
     parser.add_argument("--daemons", type=int, default=1)
     parser.add_argument("--database-url")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    parser.add_argument("--step", choices=["python", "none"], default="python")
+    parser.add_argument("--peers", action="store_true", help="also run APScheduler alike")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    result = run(args)
+    results = [run(args)]
+    if args.peers:
+        results += peers(args)
     if args.json:
-        print(json.dumps(result))
+        print(json.dumps(results if args.peers else results[0]))
         return
     print(f"# {datetime.now().astimezone():%Y-%m-%d %H:%M} fire latency, every-second triggers")
-    for key, value in result.items():
-        print(f"{key:>22}: {value}")
+    for result in results:
+        print(f"## {result.get('peer', 'triggers')}")
+        for key, value in result.items():
+            print(f"{key:>22}: {value}")
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import structlog
+from sqlalchemy.engine import Connection
 
 from looms_runtime._clock import duration_ms, monotonic, to_ms, utc_now
 from looms_runtime._effects.launch import EffectRunner
@@ -25,7 +26,7 @@ from looms_runtime._operations.queries import (
     summaries,
 )
 from looms_runtime._operations.requests import cancel_item, deliver_request, retry_item, signal_item
-from looms_runtime._operations.start import start_batch
+from looms_runtime._operations.start import start_batch, start_within
 from looms_runtime._store.committer import Committer, TransitionHook
 from looms_runtime._store.driver import driver_errors
 from looms_runtime._store.reads import own_active_runs
@@ -263,6 +264,32 @@ class Runtime:
             now_ms=self._now_ms(),
             seed=self._seed,
         )
+
+    def start_within(
+        self, conn: Connection, requests: Sequence[StartRequest]
+    ) -> tuple[list[RunHandle | LoomsError], Callable[[], None]]:
+        """Start a batch of runs inside the caller's transaction on this runtime's database.
+
+        The runs (with their first attempts dispatched) commit or roll back with the
+        caller's own writes, in one commit: a host recording that it launched them (a
+        scheduler's ledger) can never disagree with the runtime about whether they
+        exist. Call the returned function once that transaction committed: it hands the
+        runs to the workers, which start their first attempts at once. (Should the
+        caller die first, the stranded-run sweep and recovery find the runs.)
+
+        Returns:
+            Per request, as `start_runs`, and the function to call after the commit.
+        """
+        self._check_open()
+        results, ops = start_within(
+            conn,
+            requests,
+            flows=self._flows,
+            owner=self._owner,
+            now_ms=self._now_ms(),
+            marker=self._runner.home.marker(),
+        )
+        return results, lambda: self._seed(ops)
 
     def _seed(self, ops: list[tuple[str, Op]]) -> None:
         if ops and self._state == "started":

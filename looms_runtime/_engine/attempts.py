@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 
 from looms_runtime._canonical import canonical_json
 from looms_runtime._effects.context import EffectContext
+from looms_runtime._history.definitions import FlowDef
 from looms_runtime._history.events import NewEvent
-from looms_runtime._history.planner import Dispatch
+from looms_runtime._history.fold import RunState, apply
+from looms_runtime._history.planner import Dispatch, plan
 from looms_runtime._store.loading import LoadedRun
 
 
@@ -40,3 +43,34 @@ def attempt_limit_s(timeout_s: float | None, dispatched: NewEvent, now_ms: int) 
         return timeout_s
     remaining = max(0.0, (int(give_up_at) - now_ms) / 1000)
     return remaining if timeout_s is None else min(timeout_s, remaining)
+
+
+def supervised(decision: Dispatch, marker: Mapping[str, str]) -> Dispatch:
+    """A command's dispatch records where its attempt runs (`marker`: the boot and root
+    of its attempt directory), for whoever owns the run next (see `adoption`)."""
+    if decision.step.kind != "command":
+        return decision
+    payload = {**decision.event.payload, "supervised": dict(marker)}
+    event = NewEvent(decision.event.type, payload, decision.event.version)
+    return Dispatch(
+        event=event, step=decision.step, attempt=decision.attempt, deadline_at=decision.deadline_at
+    )
+
+
+def first_moves(
+    state: RunState, flow: FlowDef, *, now_ms: int, marker: Mapping[str, str]
+) -> tuple[Dispatch, ...]:
+    """The attempts a run just started dispatches at once (committed with its start): the
+    planner's dispatches until it answers anything else."""
+    found: list[Dispatch] = []
+    for _ in range(_MAX_FIRST_MOVES):
+        move = plan(state, flow, now_ms=now_ms, in_flight=tuple(d.step.id for d in found))
+        if not isinstance(move, Dispatch):
+            break
+        move = supervised(move, marker)
+        found.append(move)
+        state = apply(state, move.event)
+    return tuple(found)
+
+
+_MAX_FIRST_MOVES = 1000

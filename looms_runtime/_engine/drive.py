@@ -46,6 +46,7 @@ from looms_runtime._store.committer import Committer
 from looms_runtime._store.loading import (
     DEFAULT_GRACE_S,
     LoadedRun,
+    Prestarted,
     load_owned_run,
     reload_inbox,
     seeded,
@@ -174,6 +175,14 @@ class Engine:
         elif slot.run is None and isinstance(op.seed, NewRun):
             # Seeded here, on a worker, so that `start_runs` returns right after its commit.
             slot.run = seeded(op.seed, self._flows.get(op.seed.flow, op.seed.version))
+        elif slot.run is None and isinstance(op.seed, Prestarted):
+            # Its first attempts were dispatched in the start's own transaction: they
+            # start now, with no commit of their own.
+            new, launches = op.seed
+            flow = self._flows.get(new.flow, new.version)
+            slot.run = seeded(new, flow, [launch.event for launch in launches])
+            self._follow(slot, slot.run, slot.run.state, Idle("started"), launches)
+            return
         fresh = slot.run is None or isinstance(op.seed, LoadedRun)
         run = slot.run
         if run is None:

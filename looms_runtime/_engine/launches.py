@@ -12,9 +12,8 @@ from collections.abc import Callable
 import structlog
 
 from looms_runtime._effects.launch import EffectRunner
-from looms_runtime._engine.attempts import attempt_limit_s, effect_context
+from looms_runtime._engine.attempts import attempt_limit_s, effect_context, supervised
 from looms_runtime._engine.late import abandon_after_ms
-from looms_runtime._history.events import NewEvent
 from looms_runtime._history.fold import RunState
 from looms_runtime._history.outcome import EffectResult
 from looms_runtime._history.planner import Dispatch
@@ -46,18 +45,10 @@ class Launches:
         self._output_limit_bytes = output_limit_bytes
 
     def supervised(self, decision: Dispatch) -> Dispatch:
-        """A command's dispatch records where its attempt runs, for whoever owns the run
-        next (see `adoption`)."""
+        """A command's dispatch records where its attempt runs (see `attempts.supervised`)."""
         if decision.step.kind != "command":
             return decision
-        payload = {**decision.event.payload, "supervised": self._runner.home.marker()}
-        event = NewEvent(decision.event.type, payload, decision.event.version)
-        return Dispatch(
-            event=event,
-            step=decision.step,
-            attempt=decision.attempt,
-            deadline_at=decision.deadline_at,
-        )
+        return supervised(decision, self._runner.home.marker())
 
     def cancel_in_flight(self, slot: Slot, run: LoadedRun, state: RunState) -> None:
         """Ask everything of the run that runs now to stop, and when to give up on it."""

@@ -12,11 +12,17 @@ import functools
 from collections.abc import Callable, Mapping, Sequence
 
 import structlog
+from sqlalchemy.engine import Connection
 
 from looms_runtime._canonical import canonical_json, json_text, new_run_id, text_digest
+from looms_runtime._engine.attempts import first_moves
+from looms_runtime._history.fold import fold
 from looms_runtime._history.state import GRAPH, PYTHON
 from looms_runtime._store.committer import Committer
+from looms_runtime._store.loading import Prestarted, started_event
+from looms_runtime._store.registry import FlowRegistry
 from looms_runtime._store.rows import ExistingRun, NewRun, StartJob
+from looms_runtime._store.starts import insert_runs
 from looms_runtime._workers.actors import DRIVE, Op
 from looms_runtime.errors import (
     InvalidRequestError,
@@ -76,22 +82,73 @@ def start_batch(
             results[index] = exc
     if batch:
         found = committer.submit(StartJob(runs=[new for _, new in batch])).result()
-        seeds: list[tuple[str, Op]] = []
-        for (index, new), existing in zip(batch, found, strict=True):
-            if existing is None:
-                results[index] = RunHandle(run_id=new.run_id, created=True)
-                seeds.append((new.run_id, Op("drive", seed=new)))
-                continue
-            results[index] = conflict(new, existing) or RunHandle(
-                run_id=existing.run_id, created=False
-            )
-            if existing.lease_owner == owner and existing.last_seq == 1:
-                # Ours and never driven: the answer to an earlier start of it may have
-                # been lost before its run was handed to a worker.
-                seeds.append((existing.run_id, DRIVE))
+        seeds = _resolve(batch, found, results, owner=owner, seeds={})
         seed(seeds)
         log.debug("runs_started", requested=len(requests), seeded=len(seeds))
     return [result for result in results if result is not None]
+
+
+def start_within(
+    conn: Connection,
+    requests: Sequence[StartRequest],
+    *,
+    flows: FlowRegistry,
+    owner: str,
+    now_ms: int,
+    marker: Mapping[str, str],
+) -> tuple[list[RunHandle | LoomsError], list[tuple[str, Op]]]:
+    """Start runs inside the caller's transaction, their first attempts dispatched with them.
+
+    Returns each request's handle or error, and the operations that hand the created
+    runs to their workers once the caller's transaction committed (see
+    `Runtime.start_within`).
+    """
+    kinds = flows.kinds((r.flow, r.version) for r in requests)
+    results: list[RunHandle | LoomsError | None] = [None] * len(requests)
+    batch: list[tuple[int, NewRun]] = []
+    launches: dict[str, Prestarted] = {}
+    for index, request in enumerate(requests):
+        try:
+            new = prepare(request, owner=owner, now_ms=now_ms, kinds=kinds)
+        except LoomsError as exc:
+            results[index] = exc
+            continue
+        flow = flows.get(new.flow, new.version)
+        first = first_moves(fold([started_event(new)]), flow, now_ms=now_ms, marker=marker)
+        if first:
+            dispatched = tuple(canonical_json(move.event.payload) for move in first)
+            new = new._replace(dispatched_json=dispatched)
+            launches[new.run_id] = Prestarted(new=new, launches=first)
+        batch.append((index, new))
+    if not batch:
+        return [r for r in results if r is not None], []
+    found = insert_runs(conn, [new for _, new in batch])
+    seeds = _resolve(batch, found, results, owner=owner, seeds=launches)
+    return [r for r in results if r is not None], seeds
+
+
+def _resolve(
+    batch: Sequence[tuple[int, NewRun]],
+    found: Sequence[ExistingRun | None],
+    results: list[RunHandle | LoomsError | None],
+    *,
+    owner: str,
+    seeds: Mapping[str, Prestarted],
+) -> list[tuple[str, Op]]:
+    """Fill in each request's result; the operations that hand the created runs (and runs
+    of ours stranded at their start) to the workers."""
+    ops: list[tuple[str, Op]] = []
+    for (index, new), existing in zip(batch, found, strict=True):
+        if existing is None:
+            results[index] = RunHandle(run_id=new.run_id, created=True)
+            ops.append((new.run_id, Op("drive", seed=seeds.get(new.run_id, new))))
+            continue
+        results[index] = conflict(new, existing) or RunHandle(run_id=existing.run_id, created=False)
+        if existing.lease_owner == owner and existing.last_seq == 1:
+            # Ours and never driven: the answer to an earlier start of it may have
+            # been lost before its run was handed to a worker.
+            ops.append((existing.run_id, DRIVE))
+    return ops
 
 
 def prepare(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 import structlog
 
@@ -192,7 +193,15 @@ def started_event(new: NewRun) -> NewEvent:
     return NewEvent(EventType.RUN_STARTED.value, json.loads(new.started_json))
 
 
-def seeded(new: NewRun, flow: FlowDef) -> LoadedRun:
+class Prestarted(NamedTuple):
+    """A run inserted with its first attempts dispatched: its worker starts them at once."""
+
+    new: NewRun
+    launches: tuple[Any, ...]
+    """The planner's `Dispatch` moves whose events were committed with the start."""
+
+
+def seeded(new: NewRun, flow: FlowDef, dispatched: Sequence[NewEvent] = ()) -> LoadedRun:
     """The working copy of a just-inserted run, built without reading it back."""
     started = started_event(new)
     header = RunHeader(
@@ -207,7 +216,7 @@ def seeded(new: NewRun, flow: FlowDef) -> LoadedRun:
         attributes=json.loads(new.attributes_json),
         result=None,
         error=None,
-        last_seq=1,
+        last_seq=1 + len(dispatched),
         snapshot_seq=0,
         lease_owner=new.owner,
         lease_epoch=1,
@@ -216,4 +225,5 @@ def seeded(new: NewRun, flow: FlowDef) -> LoadedRun:
         updated_at=new.now_ms,
         settled_at=None,
     )
-    return LoadedRun(header=header, flow=flow, state=fold([started]), snapshot_seq=0, inbox=[])
+    state = fold([started, *dispatched])
+    return LoadedRun(header=header, flow=flow, state=state, snapshot_seq=0, inbox=[])

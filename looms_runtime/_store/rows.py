@@ -74,6 +74,9 @@ class NewRun(NamedTuple):
     env_json: str
     attributes_json: str
     started_json: str
+    dispatched_json: tuple[str, ...] = ()
+    """`effect_dispatched` payloads committed with the start (the run's first attempts),
+    as their canonical texts; they follow `run_started` in the log."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

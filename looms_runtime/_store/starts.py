@@ -37,7 +37,7 @@ def insert_runs(conn: Connection, new: Sequence[NewRun]) -> list[ExistingRun | N
             r.input_json,
             r.env_json,
             r.attributes_json,
-            1,
+            1 + len(r.dispatched_json),
             0,
             r.owner,
             1,
@@ -56,8 +56,13 @@ def insert_runs(conn: Connection, new: Sequence[NewRun]) -> list[ExistingRun | N
         started = _present(list(inserted), conn, events_too=True)
         fresh = [r for r in new if r.run_id in inserted and r.run_id not in started]
     if fresh:
-        started_rows = [(r.run_id, 1, "run_started", 1, r.started_json, r.now_ms) for r in fresh]
-        bulk_insert(conn, "events", list(started_rows))
+        event_rows = [(r.run_id, 1, "run_started", 1, r.started_json, r.now_ms) for r in fresh]
+        event_rows += [
+            (r.run_id, seq, "effect_dispatched", 1, payload, r.now_ms)
+            for r in fresh
+            for seq, payload in enumerate(r.dispatched_json, start=2)
+        ]
+        bulk_insert(conn, "events", event_rows)
     taken = [r.idempotency_key for r in new if r.run_id not in inserted]
     existing = _existing_by_key(taken, conn) if taken else {}
     return [None if r.run_id in inserted else existing[r.idempotency_key] for r in new]

@@ -1,0 +1,18 @@
+"""Python steps the benchmarks run: each records when it started, and does nothing else."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from looms_runtime import StepContext
+
+
+def mark(_input: object, context: StepContext) -> None:
+    """Append `run_id start_ns` to the file `BENCH_STEP_LOG` names (one line, one write)."""
+    line = f"{context.run_id} {time.time_ns()}\n".encode()
+    fd = os.open(os.environ["BENCH_STEP_LOG"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, line)
+    finally:
+        os.close(fd)
