@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from looms_runtime.host import ProcessId, boot_id
 from triggers.clock import iso
 from triggers.declarations import Declarations
 from triggers.errors import (
@@ -53,6 +54,7 @@ from triggers.store.protocol import (
     ApplyResult,
     Claim,
     ClaimRequest,
+    Heartbeat,
     HistoryQuery,
     TriggerStore,
 )
@@ -358,15 +360,16 @@ def find_spec(declarations: Declarations, trigger_id: str) -> TriggerSpec:
 def nudge_local_daemons(store: TriggerStore, *, host: str, now: datetime) -> int:
     """Wake the daemons of this host (SIGUSR1) so they launch operator claims at once.
 
-    Only daemons that ticked in the last ten seconds, and whose process is still a
-    `triggers` process, are signalled: a stale heartbeat's pid may belong to
-    something else by now. Daemons on other hosts launch at their next poll.
-    Returns how many were woken."""
+    A daemon is signalled only when its heartbeat names a process that still runs on
+    this boot (the pid and the process's start time, so a reused pid is never hit) and
+    is a `triggers` process; one whose heartbeat predates that record is signalled
+    only if it ticked in the last ten seconds. Daemons on other hosts launch at their
+    next poll. Returns how many were woken."""
     woken = 0
     for beat in store.heartbeats():
         if beat.host != host or beat.stopped_at is not None:
             continue
-        if now - beat.last_tick_at > _NUDGE_FRESHNESS or not _is_triggers_process(beat.pid):
+        if not _is_triggers_process(beat.pid) or not _alive(beat, now):
             continue
         try:
             os.kill(beat.pid, signal.SIGUSR1)
@@ -377,6 +380,13 @@ def nudge_local_daemons(store: TriggerStore, *, host: str, now: datetime) -> int
 
 
 _NUDGE_FRESHNESS = timedelta(seconds=10)
+
+
+def _alive(beat: Heartbeat, now: datetime) -> bool:
+    if beat.boot_id and beat.process_start is not None:
+        process = ProcessId(boot=beat.boot_id, pid=beat.pid, started=beat.process_start)
+        return beat.boot_id == boot_id() and not process.gone()
+    return now - beat.last_tick_at <= _NUDGE_FRESHNESS
 
 
 def _is_triggers_process(pid: int) -> bool:

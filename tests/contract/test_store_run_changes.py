@@ -5,13 +5,16 @@ Run against SQLite and PostgreSQL.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
 from looms_runtime.db import Database
 from tests.factories import spec
 from triggers.clock import utc
+from triggers.errors import RunnerError, RunnerRefusedError, TriggersError
 from triggers.model import Action, FireRecord, Outcome, Overlap, Reason
 from triggers.scheduler.liveness import UnknownHost, gone_owners
 from triggers.store.protocol import Claim, ClaimRequest, Heartbeat, HistoryQuery, Launch, RunChange
@@ -197,3 +200,47 @@ def test_a_daemon_is_gone_when_it_stopped_or_stopped_ticking_for_an_owner_lease(
     )
 
     assert gone == ["stopped", "silent"]
+
+
+def test_fires_launched_within_the_claim_are_recorded_launched_in_one_commit(
+    store: SqlTriggerStore,
+) -> None:
+    store.apply([spec("a"), spec("b"), spec("c")], now=T0)
+    seen: list[str] = []
+    committed: list[bool] = []
+
+    def launch(tx: object, claims: Sequence[Claim]) -> tuple[list[str | TriggersError], Any]:
+        seen.extend(claim.idempotency_key for claim in claims)
+        results: list[str | TriggersError] = [
+            "run-a",
+            RunnerRefusedError("no flow 'gone' at version 'v'"),
+            RunnerError("the runtime did not answer"),
+        ]
+        return results, lambda: committed.append(True)
+
+    at = T0 + timedelta(minutes=1)
+    results = store.claim(
+        [ClaimRequest(trigger_id=t, occurrence_at=at, expected_revision=1) for t in "abc"],
+        owner="o",
+        host="h",
+        now=at,
+        lease=LEASE,
+        launch_within=launch,
+    )
+
+    assert seen == [f"{t}:2026-01-01T00:01:00Z" for t in "abc"]
+    assert committed == [True]
+    a, b, c = (r for r in results if isinstance(r, Claim))
+    assert (a.run_id, a.launches) == ("run-a", False)
+    assert (b.refused, b.launches) == ("no flow 'gone' at version 'v'", False)
+    assert (c.run_id, c.launches, c.reservation is not None) == (None, True, True)
+    rows = {r.trigger_id: r for r in store.history(HistoryQuery())}
+    assert (rows["a"].outcome, rows["a"].run_id, rows["a"].launched_at) == (
+        Outcome.LAUNCHED,
+        "run-a",
+        at,
+    )
+    assert (rows["b"].outcome, rows["b"].error) == (Outcome.FAILED, "no flow 'gone' at version 'v'")
+    assert rows["c"].outcome is Outcome.LAUNCHING  # the launcher retries it
+    stored = [store.get_trigger(t) for t in "abc"]
+    assert [t.active_count if t else None for t in stored] == [1, 0, 1]

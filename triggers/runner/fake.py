@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from triggers.errors import RunnerError, RunnerRefusedError
 from triggers.model import RunStatus
-from triggers.runner.protocol import LaunchRequest, RunHandle, SettledCallback
+from triggers.runner.protocol import AfterCommit, LaunchRequest, RunHandle, SettledCallback
 
 
 class FakeRunner:
@@ -21,8 +21,11 @@ class FakeRunner:
 
     settles_ledger = False
 
-    def __init__(self, *, auto_complete: bool = False) -> None:
+    def __init__(self, *, auto_complete: bool = False, starts_within: bool = True) -> None:
         self.auto_complete = auto_complete
+        self.starts_within = starts_within
+        """As the embedded runtime does (a fire in one commit); False exercises the
+        launcher's reservations, as a runner off the store's database would."""
         self.fail_starts: set[str] = set()
         self.requests: list[LaunchRequest] = []
         self.cancelled: list[str] = []
@@ -71,6 +74,12 @@ class FakeRunner:
         for run_id in settled:
             self._notify(run_id, RunStatus(state="completed"))
         return results
+
+    def start_within(
+        self, tx: object, requests: Sequence[LaunchRequest]
+    ) -> tuple[list[RunHandle | RunnerError], AfterCommit]:
+        """`start`, answering at once; the fake keeps no state in the store's database."""
+        return self.start(requests), lambda: None
 
     def inspect(self, run_ids: Sequence[str]) -> dict[str, RunStatus]:
         with self._lock:

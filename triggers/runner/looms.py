@@ -14,10 +14,11 @@ from looms_runtime import (
     StartRequest,
     UnknownFlowError,
 )
+from looms_runtime import RunHandle as LoomsRunHandle
 from triggers.clock import Clock, iso
 from triggers.errors import RunnerError, RunnerRefusedError
 from triggers.model import RunStatus
-from triggers.runner.protocol import LaunchRequest, RunHandle, SettledCallback
+from triggers.runner.protocol import AfterCommit, LaunchRequest, RunHandle, SettledCallback
 from triggers.store.protocol import RunChange, TriggerStore
 
 
@@ -37,6 +38,7 @@ class LoomsRunner:
         self._ledger = ledger
         self._clock = clock
         self.settles_ledger = ledger is not None and clock is not None
+        self.starts_within = ledger is not None
 
     def attach(self, runtime: Runtime) -> None:
         self._runtime = runtime
@@ -47,38 +49,21 @@ class LoomsRunner:
             raise RunnerError("the looms runtime is not attached")
         return self._runtime
 
-    def start(self, requests: Sequence[LaunchRequest]) -> list[RunHandle | RunnerError]:
-        starts = [
-            StartRequest(
-                flow=request.flow,
-                version=request.flow_version,
-                input=request.input,
-                idempotency_key=request.idempotency_key,
-                env=dict(request.env),
-                attributes={
-                    "trigger_id": request.trigger_id,
-                    "occurrence": iso(request.occurrence_at),
-                },
-            )
-            for request in requests
-        ]
+    def start_within(
+        self, tx: object, requests: Sequence[LaunchRequest]
+    ) -> tuple[list[RunHandle | RunnerError], AfterCommit]:
         try:
-            outcomes = self.runtime.start_runs(starts)
+            outcomes, after_commit = self.runtime.start_within(tx, _requests(requests))  # type: ignore[arg-type]  # the store's own connection
         except LoomsError as exc:
             raise RunnerError(f"the runtime could not start runs: {exc}") from exc
-        results: list[RunHandle | RunnerError] = []
-        for outcome in outcomes:
-            if isinstance(outcome, StartConflictError):
-                results.append(
-                    RunnerRefusedError(str(outcome), run_id=outcome.details.get("run_id"))
-                )
-            elif isinstance(outcome, UnknownFlowError):
-                results.append(RunnerRefusedError(str(outcome)))
-            elif isinstance(outcome, LoomsError):
-                results.append(RunnerError(str(outcome)))
-            else:
-                results.append(RunHandle(run_id=outcome.run_id, created=outcome.created))
-        return results
+        return [_handle(outcome) for outcome in outcomes], after_commit
+
+    def start(self, requests: Sequence[LaunchRequest]) -> list[RunHandle | RunnerError]:
+        try:
+            outcomes = self.runtime.start_runs(_requests(requests))
+        except LoomsError as exc:
+            raise RunnerError(f"the runtime could not start runs: {exc}") from exc
+        return [_handle(outcome) for outcome in outcomes]
 
     def inspect(self, run_ids: Sequence[str]) -> dict[str, RunStatus]:
         try:
@@ -121,3 +106,27 @@ class LoomsRunner:
         status = RunStatus(state=event.status, error=event.error)
         for callback in self._callbacks:
             callback(event.run_id, status)
+
+
+def _requests(requests: Sequence[LaunchRequest]) -> list[StartRequest]:
+    return [
+        StartRequest(
+            flow=request.flow,
+            version=request.flow_version,
+            input=request.input,
+            idempotency_key=request.idempotency_key,
+            env=dict(request.env),
+            attributes={"trigger_id": request.trigger_id, "occurrence": iso(request.occurrence_at)},
+        )
+        for request in requests
+    ]
+
+
+def _handle(outcome: LoomsRunHandle | LoomsError) -> RunHandle | RunnerError:
+    if isinstance(outcome, StartConflictError):
+        return RunnerRefusedError(str(outcome), run_id=outcome.details.get("run_id"))
+    if isinstance(outcome, UnknownFlowError):
+        return RunnerRefusedError(str(outcome))
+    if isinstance(outcome, LoomsError):
+        return RunnerError(str(outcome))
+    return RunHandle(run_id=outcome.run_id, created=outcome.created)

@@ -37,6 +37,7 @@ class RunHandle:
 
 
 SettledCallback = Callable[[str, RunStatus], None]
+AfterCommit = Callable[[], None]
 
 
 class Runner(Protocol):
@@ -50,6 +51,10 @@ class Runner(Protocol):
     """
 
     settles_ledger: bool
+    starts_within: bool
+    """True when `start_within` starts runs inside a transaction of the store's own
+    database (the embedded runtime): a fire is then one commit, its claim, ledger row
+    and run start together, and needs no reservation."""
 
     def start(self, requests: Sequence[LaunchRequest]) -> list[RunHandle | RunnerError]:
         """Start (or find, by idempotency key) one run per request, durably.
@@ -58,6 +63,14 @@ class Runner(Protocol):
         the handle or the error (a conflict or unknown flow is permanent). A key that
         names a run started with another flow, version or input is refused with a
         RunnerRefusedError whose `run_id` detail names that run."""
+        ...
+
+    def start_within(
+        self, tx: object, requests: Sequence[LaunchRequest]
+    ) -> tuple[list[RunHandle | RunnerError], AfterCommit]:
+        """Start runs inside `tx`, a transaction of the store's own database (only when
+        `starts_within`): they commit or roll back with it. Call the returned function
+        once `tx` committed; it lets the runs go on (their first steps start then)."""
         ...
 
     def inspect(self, run_ids: Sequence[str]) -> dict[str, RunStatus]:

@@ -29,7 +29,13 @@ from triggers.model import Action, Catchup, Outcome
 from triggers.scheduler.launcher import Launcher
 from triggers.scheduler.occurrences import DuePlan, plan_due
 from triggers.scheduler.timetable import Entry, Timetable
-from triggers.store.protocol import Claim, ClaimRequest, RangeRecord, TriggerStore
+from triggers.store.protocol import (
+    Claim,
+    ClaimRequest,
+    LaunchWithin,
+    RangeRecord,
+    TriggerStore,
+)
 
 log = structlog.get_logger()
 
@@ -65,7 +71,9 @@ class Dispatcher:
         host: str,
         lease: timedelta,
         plan_limit: int,
+        launch_within: LaunchWithin | None = None,
     ) -> None:
+        self._launch_within = launch_within
         self._store = store
         self._clock = clock
         self._timetable = timetable
@@ -198,6 +206,7 @@ class Dispatcher:
                 host=self._host,
                 now=now,
                 lease=self._lease,
+                launch_within=self._launch_within,
             )
         except TriggersError as exc:
             log.warning("claim_failed", count=len(requests), error=str(exc), error_code=exc.code)
@@ -221,7 +230,12 @@ class Dispatcher:
                 else:
                     entry.watermark_at = max(entry.watermark_at, request.occurrence_at)
             self._account(result)
-            if result.launches:
+            if result.run_id is not None:
+                report.launched += 1
+                self._launcher.launched(result, result.run_id, self._clock.now())
+            elif result.refused is not None:
+                self._launcher.refused(result, result.refused)
+            elif result.launches:
                 launches.append(result)
         if launches:
             report.launched += len(launches)

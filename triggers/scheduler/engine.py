@@ -26,7 +26,7 @@ from triggers.model import Overlap, Trigger
 from triggers.runner.protocol import Runner
 from triggers.scheduler.deadlines import DeadlineRunner
 from triggers.scheduler.dispatch import Dispatcher, TickReport
-from triggers.scheduler.launcher import Launcher
+from triggers.scheduler.launcher import Launcher, launcher_within
 from triggers.scheduler.liveness import Host, UnknownHost
 from triggers.scheduler.monitor import Monitor
 from triggers.scheduler.options import SchedulerOptions
@@ -113,6 +113,7 @@ class Scheduler:
             host=options.host,
             lease=options.lease,
             plan_limit=options.plan_limit,
+            launch_within=launcher_within(runner) if runner.starts_within else None,
         )
         self._next_poll_at: datetime | None = None
         self._last_heartbeat_at: datetime | None = None

@@ -22,9 +22,9 @@ from triggers.clock import Clock, iso
 from triggers.errors import RunnerError, RunnerRefusedError, StoreError, TriggersError
 from triggers.metrics import Metrics
 from triggers.model import Action
-from triggers.runner.protocol import LaunchRequest, RunHandle
+from triggers.runner.protocol import AfterCommit, LaunchRequest, RunHandle, Runner
 from triggers.scheduler.deadlines import DeadlineRunner
-from triggers.store.protocol import Claim, Launch, Settlement, TriggerStore
+from triggers.store.protocol import Claim, Launch, LaunchWithin, Settlement, TriggerStore
 
 log = structlog.get_logger()
 
@@ -48,6 +48,27 @@ def launch_request(claim: Claim) -> LaunchRequest:
             "TRIGGERS_OCCURRENCE": iso(claim.occurrence_at),
         },
     )
+
+
+def launcher_within(runner: Runner) -> LaunchWithin:
+    """The store's `launch_within` for a runner that `starts_within` its database: the
+    claims' runs start in the claim's own transaction."""
+
+    def launch(
+        tx: object, claims: Sequence[Claim]
+    ) -> tuple[list[str | TriggersError], AfterCommit]:
+        results, after_commit = runner.start_within(tx, [launch_request(c) for c in claims])
+        found: list[str | TriggersError] = []
+        for claim, result in zip(claims, results, strict=True):
+            if isinstance(result, RunHandle):
+                found.append(result.run_id)
+            elif (named := _named_run(claim, result)) is not None:
+                found.append(named)
+            else:
+                found.append(result)
+        return found, after_commit
+
+    return launch
 
 
 def _named_run(claim: Claim, error: RunnerError) -> str | None:
@@ -253,22 +274,37 @@ class Launcher:
             self._on_deferred(self._clock.now() + _RECORD_RETRY)
             return
         for launch, record in zip(launches, records, strict=True):
-            claim = launch.claim
-            with structlog.contextvars.bound_contextvars(
-                trigger_id=claim.trigger_id, run_id=launch.run_id
-            ):
-                if isinstance(record, TriggersError):
-                    log.warning("claim_lost", key=claim.idempotency_key, error_code=record.code)
-                    continue
-                latency = (now - claim.occurrence_at).total_seconds()
-                self._metrics.fire_latency.observe(latency)
-                self._metrics.fired("launched")
-                log.info(
-                    "run_launched",
-                    occurrence_at=iso(claim.occurrence_at),
-                    latency_ms=round(latency * 1000, 1),
+            if isinstance(record, TriggersError):
+                log.warning(
+                    "claim_lost",
+                    trigger_id=launch.claim.trigger_id,
+                    run_id=launch.run_id,
+                    key=launch.claim.idempotency_key,
+                    error_code=record.code,
                 )
-                self._on_launched(claim.trigger_id, launch.run_id)
+                continue
+            self.launched(launch.claim, launch.run_id, now)
+
+    def launched(self, claim: Claim, run_id: str, now: datetime) -> None:
+        """A run is recorded `launched` for the claim (here, or in the claim's own commit)."""
+        latency = (now - claim.occurrence_at).total_seconds()
+        self._metrics.fire_latency.observe(latency)
+        self._metrics.fired("launched")
+        log.info(
+            "run_launched",
+            trigger_id=claim.trigger_id,
+            run_id=run_id,
+            occurrence_at=iso(claim.occurrence_at),
+            latency_ms=round(latency * 1000, 1),
+        )
+        self._on_launched(claim.trigger_id, run_id)
+
+    def refused(self, claim: Claim, error: str) -> None:
+        """The runtime refused the claim's start for good (recorded `failed`)."""
+        log.error(
+            "launch_refused", trigger_id=claim.trigger_id, key=claim.idempotency_key, error=error
+        )
+        self._metrics.fired("failed")
 
     def _release_now(self, claim: Claim, now: datetime) -> None:
         self._guarded(lambda: self._store.release(claim, retry_at=now, error=None))

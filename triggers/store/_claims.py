@@ -8,7 +8,7 @@ cannot deadlock on each other.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -24,9 +24,10 @@ from triggers.errors import (
 )
 from triggers.model import Action, Outcome, Overlap, Reason, Trigger, idempotency_key
 from triggers.store._decide import Counters, Decision, blocks_new_claims, decide
+from triggers.store._inline import launch_within
 from triggers.store._ranges import apply_splits, covered_by_ranges
 from triggers.store._shared import chunks, executemany, lock_triggers, new_reservation
-from triggers.store.protocol import Claim, ClaimRequest, ClaimResult, RangeSplit
+from triggers.store.protocol import Claim, ClaimRequest, ClaimResult, LaunchWithin, RangeSplit
 from triggers.store.schema import fires, triggers
 
 _FIRE_COLUMNS = (
@@ -47,6 +48,9 @@ _FIRE_COLUMNS = (
     "lease_expires_at",
     "supersedes_run_id",
     "blocked_by",
+    "run_id",
+    "launched_at",
+    "error",
 )
 _INSERT_FIRE = fires.insert().values({name: sa.bindparam(name) for name in _FIRE_COLUMNS})
 _UPDATE_TRIGGER = (
@@ -79,6 +83,8 @@ class _Decided:
     reason: Any = None
     reservation: str | None = None
     supersedes: str | None = None
+    run_id: str | None = None
+    refused: str | None = None
 
 
 class ClaimBatch:
@@ -94,8 +100,11 @@ class ClaimBatch:
         now: datetime,
         lease: timedelta,
         splits: Sequence[RangeSplit] = (),
+        launch_within: LaunchWithin | None = None,
     ) -> None:
         self._conn = conn
+        self._launch_within = launch_within
+        self.after_commit: Callable[[], None] = lambda: None
         self._requests = requests
         self._splits = splits
         self._owner = owner
@@ -117,6 +126,7 @@ class ClaimBatch:
         newest = self._newest_superseding(stored, existing, covered)
         decided: list[_Decided] = []
         results: list[ClaimResult | None] = []
+        fires: list[tuple[int, Trigger]] = []
         for index, request in enumerate(self._requests):
             trigger = stored.get(request.trigger_id)
             outcome = self._check(request, trigger)
@@ -148,10 +158,43 @@ class ClaimBatch:
             if item.action is not Action.IGNORED:
                 self._advance(request)
                 self._rows.append(self._row(trigger, item))
+                if item.action is Action.FIRE:
+                    fires.append((len(decided), trigger))
             decided.append(item)
         self._check_carved()
+        if fires and self._launch_within is not None:
+            decided = self._launch(decided, fires, self._launch_within)
         self._write(stored)
         return self._finish(results, decided, stored)
+
+    def _launch(
+        self, decided: list[_Decided], fires: list[tuple[int, Trigger]], launch: LaunchWithin
+    ) -> list[_Decided]:
+        """Start the fires' runs in this transaction (see `_inline`)."""
+        rows = {
+            (row["trigger_id"], row["occurrence_at"], row["manual_key"]): row for row in self._rows
+        }
+        batch = []
+        for index, trigger in fires:
+            item = decided[index]
+            request = item.request
+            claim = Claim(
+                trigger=trigger,
+                occurrence_at=request.occurrence_at,
+                action=item.action,
+                idempotency_key=item.key,
+                kind=request.kind,
+                manual_key=request.manual_key,
+            )
+            row = rows[(trigger.id, to_ms(request.occurrence_at), request.manual_key)]
+            batch.append((claim, row, self._counters[trigger.id]))
+        run_ids, refusals, self.after_commit = launch_within(
+            self._conn, batch, launch, now_ms=self._now_ms
+        )
+        decided = list(decided)
+        for (index, _), run_id, refused in zip(fires, run_ids, refusals, strict=True):
+            decided[index] = dataclasses.replace(decided[index], run_id=run_id, refused=refused)
+        return decided
 
     def _check_carved(self) -> None:
         """Refuse the batch when a split's carved occurrences were not all recorded.
@@ -282,6 +325,9 @@ class ClaimBatch:
             "lease_expires_at": self._lease_expires_ms if launching else None,
             "supersedes_run_id": item.supersedes,
             "blocked_by": trigger.blocked_by if item.reason is Reason.BLOCKED else None,
+            "run_id": None,  # set when the run starts within this transaction (`_inline`)
+            "launched_at": None,
+            "error": None,
         }
 
     def _existing(self) -> tuple[set[tuple[str, datetime, str]], set[str]]:
@@ -409,8 +455,10 @@ class ClaimBatch:
                     kind=request.kind,
                     manual_key=request.manual_key,
                     reason=item.reason,
-                    reservation=item.reservation,
+                    reservation=None if item.run_id or item.refused else item.reservation,
                     supersedes_run_id=item.supersedes,
+                    run_id=item.run_id,
+                    refused=item.refused,
                 )
             )
         return final

@@ -7,7 +7,7 @@ thousand every-second triggers cannot afford a transaction per occurrence.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Literal, Protocol
@@ -47,6 +47,10 @@ class Claim:
     reason: Reason | None = None
     reservation: str | None = None
     supersedes_run_id: str | None = None
+    run_id: str | None = None
+    """Set when the run was started within the claim's own transaction (launched)."""
+    refused: str | None = None
+    """Set when that start was refused for good (the row is `failed` with this error)."""
 
     @property
     def trigger_id(self) -> str:
@@ -54,10 +58,18 @@ class Claim:
 
     @property
     def launches(self) -> bool:
-        return self.action in (Action.FIRE, Action.SUPERSEDE)
+        """Whether the launcher still has to start this claim's run."""
+        launching = self.action in (Action.FIRE, Action.SUPERSEDE)
+        return launching and self.run_id is None and self.refused is None
 
 
 ClaimResult = Claim | TriggersError
+
+LaunchWithin = Callable[
+    [object, Sequence[Claim]], tuple[list["str | TriggersError"], Callable[[], None]]
+]
+"""Starts the runs of fire claims inside the claim's transaction (given as its first
+argument): per claim its run id or the error, and what to call after the commit."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -243,8 +255,13 @@ class TriggerStore(Protocol):
         now: datetime,
         lease: timedelta,
         splits: Sequence[RangeSplit] = (),
+        launch_within: LaunchWithin | None = None,
     ) -> list[ClaimResult]:
         """Decide and record each occurrence (fire, skip, buffer, supersede), atomically.
+
+        With `launch_within`, fires (not supersedes) start their runs in the claim's
+        own transaction and are recorded `launched` with their run id (`Claim.run_id`);
+        a start refused for good is recorded `failed` (`Claim.refused`).
 
         Requests are decided in order, so a later occurrence of a trigger sees the
         run an earlier one of the batch launched. A fire or supersede takes a

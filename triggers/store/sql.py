@@ -48,6 +48,7 @@ from triggers.store.protocol import (
     Heartbeat,
     HistoryQuery,
     Launch,
+    LaunchWithin,
     RangeRecord,
     RangeSplit,
     RunChange,
@@ -213,14 +214,24 @@ class SqlTriggerStore:
         now: datetime,
         lease: timedelta,
         splits: Sequence[RangeSplit] = (),
+        launch_within: LaunchWithin | None = None,
     ) -> list[ClaimResult]:
         if not requests:
             return []
         with self._write(urgent=True) as conn:
             batch = ClaimBatch(
-                conn, requests, owner=owner, host=host, now=now, lease=lease, splits=splits
+                conn,
+                requests,
+                owner=owner,
+                host=host,
+                now=now,
+                lease=lease,
+                splits=splits,
+                launch_within=launch_within,
             )
-            return batch.run()
+            results = batch.run()
+        batch.after_commit()  # committed: the runs started within it may go on
+        return results
 
     def record_ranges(
         self, ranges: Sequence[RangeRecord], *, now: datetime

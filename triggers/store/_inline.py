@@ -1,0 +1,63 @@
+"""Fires launched inside the claim's own transaction (a runner on the store's database).
+
+The claim decides, the runner starts the runs in the same transaction, and the
+ledger rows are written `launched` with their run ids: a fire is one commit, and
+no reservation is taken (there is no moment when the runtime holds a run the
+ledger does not name, or the reverse). A start the runtime refuses for good is
+recorded `failed` in the same commit; one it could not answer for another reason
+keeps its reservation, for the launcher to retry as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from triggers.errors import RunnerRefusedError
+from triggers.model import Outcome
+from triggers.store._decide import Counters
+from triggers.store.protocol import Claim, LaunchWithin
+
+Fire = tuple[Claim, dict[str, Any], Counters]
+"""A claim about to launch, its ledger row (driver values) and its trigger's counters."""
+
+
+def launch_within(
+    conn: Any, fires: Sequence[Fire], launch: LaunchWithin, *, now_ms: int
+) -> tuple[list[str | None], list[str | None], Callable[[], None]]:
+    """Start the fires' runs in `conn`'s transaction and rewrite their rows to match.
+
+    Returns, per fire, the run id (launched) or None, the refusal (failed) or None,
+    and what to call once the transaction committed.
+    """
+    results, after_commit = launch(conn, [claim for claim, _, _ in fires])
+    run_ids: list[str | None] = []
+    refusals: list[str | None] = []
+    for (_, row, counters), result in zip(fires, results, strict=True):
+        if isinstance(result, str):
+            row.update(
+                outcome=Outcome.LAUNCHED.value,
+                run_id=result,
+                launched_at=now_ms,
+                reservation=None,
+                lease_owner=None,
+                lease_expires_at=None,
+            )
+            run_ids.append(result)
+            refusals.append(None)
+        elif isinstance(result, RunnerRefusedError):
+            row.update(
+                outcome=Outcome.FAILED.value,
+                error=str(result),
+                settled_at=now_ms,
+                reservation=None,
+                lease_owner=None,
+                lease_expires_at=None,
+            )
+            counters.active_count -= 1
+            run_ids.append(None)
+            refusals.append(str(result))
+        else:  # not answered for good: the row stays `launching`, the launcher retries it
+            run_ids.append(None)
+            refusals.append(None)
+    return run_ids, refusals, after_commit
