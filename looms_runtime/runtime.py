@@ -29,6 +29,7 @@ from looms_runtime._operations.requests import cancel_item, deliver_request, ret
 from looms_runtime._operations.start import start_batch, start_within
 from looms_runtime._store.committer import Committer, TransitionHook
 from looms_runtime._store.driver import driver_errors
+from looms_runtime._store.loading import Prestarted
 from looms_runtime._store.reads import own_active_runs
 from looms_runtime._store.registry import FlowRegistry
 from looms_runtime._store.retention import purge_settled
@@ -289,7 +290,18 @@ class Runtime:
             now_ms=self._now_ms(),
             marker=self._runner.home.marker(),
         )
-        return results, lambda: self._seed(ops)
+        return results, lambda: self._seed_started(ops)
+
+    def _seed_started(self, ops: list[tuple[str, Op]]) -> None:
+        """Hand runs just started to their workers: those whose first attempts were
+        dispatched with the start start them here and now, the others go to a worker."""
+        if not ops or self._state != "started":
+            return
+        here = [(run_id, op) for run_id, op in ops if isinstance(op.seed, Prestarted)]
+        self._actors.handle_here(here)
+        self._actors.submit_many(
+            [(run_id, op) for run_id, op in ops if not isinstance(op.seed, Prestarted)]
+        )
 
     def _seed(self, ops: list[tuple[str, Op]]) -> None:
         if ops and self._state == "started":

@@ -170,6 +170,41 @@ class Actors:
                     ready.append(slot)
         self._pool.submit_many([functools.partial(self._drain, slot) for slot in ready])
 
+    def handle_here(self, items: list[tuple[str, Op]]) -> None:
+        """`submit_many`, but each run's first operation is handled on the calling thread.
+
+        For operations that only start work elsewhere (a new run's first attempts): the
+        caller pays no hand-off to a worker. Whatever else is queued for a run by then
+        goes to a worker as usual.
+        """
+        ready: list[tuple[Slot, Op]] = []
+        with self._lock:
+            if self._closed:
+                return
+            for run_id, op in items:
+                slot = self._slots.get(run_id)
+                if slot is None:
+                    slot = self._slots[run_id] = Slot(run_id)
+                if slot.scheduled or slot.ops:
+                    slot.ops.append(op)  # its worker sees to it, in order
+                    continue
+                slot.scheduled = True
+                ready.append((slot, op))
+        later: list[Slot] = []
+        for slot, op in ready:
+            try:
+                self.handler(slot, op)
+            except Exception:
+                log.exception("run_operation_failed", run_id=slot.run_id, kind=op.kind)
+            with self._lock:
+                if slot.ops:
+                    later.append(slot)
+                    continue
+                slot.scheduled = False
+                if slot.idle() and self._slots.get(slot.run_id) is slot:
+                    del self._slots[slot.run_id]
+        self._pool.submit_many([functools.partial(self._drain, slot) for slot in later])
+
     def known(self, run_id: str) -> bool:
         """Whether the run has a mailbox here now (queued work, or something in flight)."""
         with self._lock:
