@@ -13,19 +13,11 @@ from sqlalchemy.engine import Connection
 
 from looms_runtime._clock import duration_ms, monotonic, to_ms, utc_now
 from looms_runtime._effects.launch import EffectRunner
-from looms_runtime._engine.drive import Engine, EngineConfig
+from looms_runtime._engine.drive import Engine
+from looms_runtime._engine.jobs import EngineConfig
 from looms_runtime._engine.maintenance import Maintenance, Retention
 from looms_runtime._engine.recovery import resume
-from looms_runtime._history.planner import InboxItem
-from looms_runtime._operations.queries import (
-    events_of,
-    inspect,
-    project,
-    read_statuses,
-    state_at,
-    summaries,
-)
-from looms_runtime._operations.requests import cancel_item, deliver_request, retry_item, signal_item
+from looms_runtime._operations.requests import RuntimeRequests
 from looms_runtime._operations.start import start_batch, start_within
 from looms_runtime._store.committer import Committer, TransitionHook
 from looms_runtime._store.driver import driver_errors
@@ -40,12 +32,9 @@ from looms_runtime._workers.waiters import SettleWaiters
 from looms_runtime.db import Database
 from looms_runtime.errors import LoomsError, RuntimeClosedError
 from looms_runtime.records import (
-    Event,
     RunHandle,
-    RunInfo,
     RunSettled,
     RunStatusInfo,
-    RunSummary,
     StartRequest,
 )
 
@@ -53,7 +42,7 @@ log = structlog.get_logger()
 S = TypeVar("S")
 
 
-class Runtime:
+class Runtime(RuntimeRequests):
     """Durable runs of registered flows, recorded as event logs in the database.
 
     Args:
@@ -318,120 +307,6 @@ class Runtime:
         if isinstance(result, LoomsError):
             raise result
         return result
-
-    def statuses(self, run_ids: Sequence[str]) -> dict[str, RunStatusInfo]:
-        """The public status of each run; unknown ids are `missing`.
-
-        A run purged by retention still answers its final status (from its tombstone).
-        """
-        return read_statuses(self._db, run_ids)
-
-    def inspect_run(self, run_id: str) -> RunInfo:
-        """A run's header and its outstanding effects (attempt, status, deadline, last error).
-
-        Raises:
-            RunNotFoundError: no run has that id.
-        """
-        return inspect(self._db, run_id)
-
-    def list_runs(self, *, status: str | None = None, limit: int = 100) -> list[RunSummary]:
-        """The newest runs first; `status` is a public status or `parked`."""
-        return summaries(self._db, status=status, limit=limit)
-
-    def get_events(
-        self, run_id: str, *, from_seq: int = 1, limit: int | None = None
-    ) -> list[Event]:
-        """A run's recorded events from `from_seq` on.
-
-        On a log trimmed behind a snapshot (`trim_events`), events before
-        `inspect_run(...).first_seq` are gone and the answer starts there.
-
-        Raises:
-            RunNotFoundError: no run has that id.
-        """
-        return events_of(self._db, run_id, from_seq=from_seq, limit=limit)
-
-    def replay_to(self, run_id: str, seq: int) -> dict[str, Any]:
-        """The run's folded state right after event `seq` (to debug a history).
-
-        Raises:
-            RunNotFoundError: no run has that id.
-            HistoryTrimmedError: `seq` lies before the kept snapshot of a trimmed log.
-        """
-        return state_at(self._db, run_id, seq)
-
-    def project(self, run_id: str, reducer: Callable[[S, Event], S], initial: S) -> S:
-        """Fold a run's events through `reducer`, oldest first (a read model of the log).
-
-        Raises:
-            RunNotFoundError: no run has that id.
-            HistoryTrimmedError: the log was trimmed; a projection needs all of it.
-        """
-        return project(self.get_events(run_id), run_id, reducer, initial)
-
-    def cancel(
-        self,
-        run_id: str,
-        *,
-        reason: str | None = None,
-        grace: timedelta = timedelta(seconds=10),
-    ) -> RunStatusInfo:
-        """Request a graceful cancel; return once the request is durable.
-
-        A running command gets SIGTERM, then SIGKILL after `grace`; an HTTP request is
-        closed; a Python step sees `StepContext.cancel_requested`, and one still running
-        when `grace` ends is abandoned (what it returns later is recorded, not applied).
-        The run then settles `cancelled`. Cancelling a settled run changes nothing.
-
-        Raises:
-            RunNotFoundError: no run has that id.
-        """
-        self._check_open()
-        settled = self._request(run_id, cancel_item(reason, grace.total_seconds()))
-        if settled is not None:
-            return settled
-        for token in self._actors.tokens(run_id):
-            token.cancel(grace.total_seconds())
-        log.info("cancel_recorded", run_id=run_id, reason=reason)
-        return RunStatusInfo(run_id=run_id, status="active")
-
-    def signal(
-        self, run_id: str, name: str, payload: Any = None, *, idempotency_key: str | None = None
-    ) -> RunStatusInfo:
-        """Deliver a named signal (deduplicated by key) to a run's `wait_signal` step.
-
-        A signal that arrives before the step waits is kept until it does.
-
-        Raises:
-            RunNotFoundError: no run has that id.
-            SignalConflictError: the key was used with another name or payload.
-            RunOverloadedError: the run's request queue is full.
-        """
-        self._check_open()
-        item, request_hash = signal_item(name, payload, idempotency_key)
-        return self._request(run_id, item, request_hash=request_hash) or RunStatusInfo(
-            run_id=run_id, status="active"
-        )
-
-    def retry_effect(self, run_id: str, effect_id: str) -> RunStatusInfo:
-        """Re-dispatch an effect left `ambiguous` or `timed_out` (an operator's decision).
-
-        Raises:
-            RunNotFoundError: no run has that id.
-            EffectNotRetryableError: the effect is not outstanding in one of those states.
-        """
-        self._check_open()
-        item = retry_item(self.inspect_run(run_id), effect_id)
-        return self._request(run_id, item) or RunStatusInfo(run_id=run_id, status="active")
-
-    def _request(
-        self, run_id: str, item: InboxItem, *, request_hash: str | None = None
-    ) -> RunStatusInfo | None:
-        actors = self._actors if self._state == "started" else None
-        now_ms = self._now_ms()
-        return deliver_request(
-            self._db, actors, run_id, item, request_hash=request_hash, now_ms=now_ms
-        )
 
     def rescan_timers(self) -> int:
         """Drive every unsettled run this runtime owns again (re-reading the clock).

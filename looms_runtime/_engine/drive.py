@@ -6,8 +6,9 @@ the run has nothing left to do now. Effects run on their own threads and come ba
 as `outcome` operations, so the worker never blocks on a command.
 
 Crash safety rests on two rules: an effect runs only after its `effect_dispatched`
-event committed, and a run loaded from the store has nothing in flight, so any
-dispatched effect without an outcome in its log is ambiguous (the planner says so).
+event committed, and a run loaded from the store has nothing in flight in this
+process: a dispatched command is what its supervisor's directory says (`adoption`),
+any other dispatched effect without an outcome is ambiguous (the planner says so).
 
 A Python flow's code runs in a session (`flow_host`) whose asks arrive as `flow`
 operations; they are folded and appended like any other events.
@@ -16,7 +17,6 @@ operations; they are folded and appended like any other events.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import structlog
 
@@ -24,7 +24,15 @@ from looms_runtime._effects import attempts
 from looms_runtime._effects.launch import EffectRunner
 from looms_runtime._engine.adoption import reattach
 from looms_runtime._engine.flow_host import FlowHost
-from looms_runtime._engine.jobs import Unflushed, append_job, releases
+from looms_runtime._engine.jobs import (
+    RETRY_MIN_MS,
+    EngineConfig,
+    Unflushed,
+    append_job,
+    releases,
+    retry_backoff_ms,
+    take_requests,
+)
 from looms_runtime._engine.late import LateOutcomes, abandoned
 from looms_runtime._engine.launches import Launches
 from looms_runtime._engine.reports import log_emitted, log_outcome, settled_record
@@ -44,7 +52,6 @@ from looms_runtime._history.planner import (
 )
 from looms_runtime._store.committer import Committer
 from looms_runtime._store.loading import (
-    DEFAULT_GRACE_S,
     LoadedRun,
     Prestarted,
     load_owned_run,
@@ -65,24 +72,10 @@ from looms_runtime.errors import (
 )
 from looms_runtime.records import RunSettled
 
-__all__ = ["Engine", "EngineConfig"]
-
 log = structlog.get_logger()
 
 MAX_WAKE_ITERATIONS = 100
-RETRY_MIN_MS = 250
-RETRY_MAX_MS = 30_000
 FAILED_DRIVE_RETRY_MS = 60_000
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class EngineConfig:
-    """What the engine needs to know of its runtime's settings."""
-
-    owner: str
-    env_prefix: str
-    output_limit_bytes: int
-    snapshot_every: int
 
 
 class Engine:
@@ -143,19 +136,12 @@ class Engine:
                     slot.stash = [later for later in ops[index:] if later != DRIVE]
                     if slot.unflushed is None:
                         slot.run = None
-                    self._retry_later(slot.run_id, self._backoff_ms(slot))
+                    self._retry_later(slot.run_id, retry_backoff_ms(slot.unflushed))
                     return
                 except LoomsError as exc:
                     log.error("run_drive_failed", error_code=exc.code, error=exc.message)
                     self._drop(slot, current)
                     self._retry_later(slot.run_id, FAILED_DRIVE_RETRY_MS)
-
-    def _backoff_ms(self, slot: Slot) -> int:
-        pending = slot.unflushed
-        if not isinstance(pending, Unflushed):
-            return RETRY_MIN_MS
-        pending.attempts += 1
-        return int(min(RETRY_MAX_MS, RETRY_MIN_MS * 2 ** min(pending.attempts, 10)))
 
     def _drop(self, slot: Slot, op: Op) -> None:
         slot.run = None
@@ -260,7 +246,7 @@ class Engine:
                 pending.append(decision.event)
                 state = apply(state, decision.event)
             if isinstance(decision, Emit):
-                self._take_requests(run, decision.consumed)
+                take_requests(run, decision.consumed)
                 pending.extend(decision.events)
                 consumed.extend(decision.consumed)
                 state = fold(decision.events, state)
@@ -286,12 +272,6 @@ class Engine:
             f"no stable state after {MAX_WAKE_ITERATIONS} planning steps", run_id=slot.run_id
         )
 
-    def _take_requests(self, run: LoadedRun, keys: tuple[str, ...]) -> None:
-        for item in run.inbox:
-            if item.key in keys and item.kind == "cancel" and isinstance(item.payload, dict):
-                run.cancel_grace_s = float(item.payload.get("grace_s", DEFAULT_GRACE_S))
-        run.inbox = [item for item in run.inbox if item.key not in keys]
-
     def _job(
         self,
         slot: Slot,
@@ -302,12 +282,13 @@ class Engine:
         decision: Move,
         launches: list[Dispatch],
     ) -> AppendJob:
+        releasing = releases(decision, in_flight=slot.running() or bool(launches))
         return append_job(
             run,
             state,
             events,
             consumed,
-            releasing=releases(decision, in_flight=slot.running() or bool(launches)),
+            releasing=releasing,
             snapshot_every=self._config.snapshot_every,
             now_ms=self._clock_ms(),
         )

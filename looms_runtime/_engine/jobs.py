@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from looms_runtime._history.events import NewEvent
 from looms_runtime._history.planner import Dispatch, Idle, Move, Sleep, next_wake_at
 from looms_runtime._history.state import FOLD_VERSION, RunState, state_hash, state_to_json
-from looms_runtime._store.loading import LoadedRun
+from looms_runtime._store.loading import DEFAULT_GRACE_S, LoadedRun
 from looms_runtime._store.rows import AppendJob, SnapshotRow
 from looms_runtime.records import RunTransition
 
@@ -89,3 +89,33 @@ def transition_of(run: LoadedRun, state: RunState) -> RunTransition | None:
 def releases(decision: Move, *, in_flight: bool) -> bool:
     """Whether the run goes quiet after this decision (nothing of it runs meanwhile)."""
     return isinstance(decision, Sleep) or (isinstance(decision, Idle) and not in_flight)
+
+
+RETRY_MIN_MS = 250
+RETRY_MAX_MS = 30_000
+
+
+def retry_backoff_ms(pending: object) -> int:
+    """How long an append that failed transiently waits before its next try."""
+    if not isinstance(pending, Unflushed):
+        return RETRY_MIN_MS
+    pending.attempts += 1
+    return int(min(RETRY_MAX_MS, RETRY_MIN_MS * 2 ** min(pending.attempts, 10)))
+
+
+def take_requests(run: LoadedRun, keys: tuple[str, ...]) -> None:
+    """Drop the inbox requests the run's events now hold (a cancel keeps its grace)."""
+    for item in run.inbox:
+        if item.key in keys and item.kind == "cancel" and isinstance(item.payload, dict):
+            run.cancel_grace_s = float(item.payload.get("grace_s", DEFAULT_GRACE_S))
+    run.inbox = [item for item in run.inbox if item.key not in keys]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EngineConfig:
+    """What the engine needs to know of its runtime's settings."""
+
+    owner: str
+    env_prefix: str
+    output_limit_bytes: int
+    snapshot_every: int

@@ -8,6 +8,7 @@ request refused for a full queue) gets it through the owner's poll of the inbox.
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from typing import Any
 
 import structlog
@@ -15,6 +16,7 @@ import structlog
 from looms_runtime._canonical import digest, json_copy
 from looms_runtime._history.planner import InboxItem
 from looms_runtime._operations.queries import read_statuses
+from looms_runtime._operations.reads import RuntimeReads
 from looms_runtime._store.control import record_request
 from looms_runtime._workers.actors import REFRESH, Actors
 from looms_runtime.db import Database
@@ -94,3 +96,85 @@ def retry_item(info: RunInfo, effect_id: str) -> InboxItem:
             status=effect.status if effect else None,
         )
     return InboxItem(key=f"retry:{effect_id}:{effect.attempt}", kind="retry", name=effect_id)
+
+
+DEFAULT_CANCEL_GRACE = timedelta(seconds=10)
+
+
+class RuntimeRequests(RuntimeReads):
+    """Requests to runs from outside their log (cancel, signal, an operator's retry),
+    for `Runtime`: recorded durably, then acted on by each run's owner."""
+
+    _db: Database
+    _actors: Actors
+    _state: str
+
+    def _check_open(self) -> None:
+        raise NotImplementedError
+
+    def _now_ms(self) -> int:
+        raise NotImplementedError
+
+    def cancel(
+        self,
+        run_id: str,
+        *,
+        reason: str | None = None,
+        grace: timedelta = DEFAULT_CANCEL_GRACE,
+    ) -> RunStatusInfo:
+        """Request a graceful cancel; return once the request is durable.
+
+        A running command gets SIGTERM, then SIGKILL after `grace`; an HTTP request is
+        closed; a Python step sees `StepContext.cancel_requested`, and one still running
+        when `grace` ends is abandoned (what it returns later is recorded, not applied).
+        The run then settles `cancelled`. Cancelling a settled run changes nothing.
+
+        Raises:
+            RunNotFoundError: no run has that id.
+        """
+        self._check_open()
+        settled = self._request(run_id, cancel_item(reason, grace.total_seconds()))
+        if settled is not None:
+            return settled
+        for token in self._actors.tokens(run_id):
+            token.cancel(grace.total_seconds())
+        log.info("cancel_recorded", run_id=run_id, reason=reason)
+        return RunStatusInfo(run_id=run_id, status="active")
+
+    def signal(
+        self, run_id: str, name: str, payload: Any = None, *, idempotency_key: str | None = None
+    ) -> RunStatusInfo:
+        """Deliver a named signal (deduplicated by key) to a run's `wait_signal` step.
+
+        A signal that arrives before the step waits is kept until it does.
+
+        Raises:
+            RunNotFoundError: no run has that id.
+            SignalConflictError: the key was used with another name or payload.
+            RunOverloadedError: the run's request queue is full.
+        """
+        self._check_open()
+        item, request_hash = signal_item(name, payload, idempotency_key)
+        return self._request(run_id, item, request_hash=request_hash) or RunStatusInfo(
+            run_id=run_id, status="active"
+        )
+
+    def retry_effect(self, run_id: str, effect_id: str) -> RunStatusInfo:
+        """Re-dispatch an effect left `ambiguous` or `timed_out` (an operator's decision).
+
+        Raises:
+            RunNotFoundError: no run has that id.
+            EffectNotRetryableError: the effect is not outstanding in one of those states.
+        """
+        self._check_open()
+        item = retry_item(self.inspect_run(run_id), effect_id)
+        return self._request(run_id, item) or RunStatusInfo(run_id=run_id, status="active")
+
+    def _request(
+        self, run_id: str, item: InboxItem, *, request_hash: str | None = None
+    ) -> RunStatusInfo | None:
+        actors = self._actors if self._state == "started" else None
+        now_ms = self._now_ms()
+        return deliver_request(
+            self._db, actors, run_id, item, request_hash=request_hash, now_ms=now_ms
+        )
