@@ -233,7 +233,7 @@ def test_fires_launched_within_the_claim_are_recorded_launched_in_one_commit(
     a, b, c = (r for r in results if isinstance(r, Claim))
     assert (a.run_id, a.launches) == ("run-a", False)
     assert (b.refused, b.launches) == ("no flow 'gone' at version 'v'", False)
-    assert (c.run_id, c.launches, c.reservation is not None) == (None, True, True)
+    assert (c.run_id, c.launches, c.retry_at) == (None, False, at + timedelta(seconds=5))
     rows = {r.trigger_id: r for r in store.history(HistoryQuery())}
     assert (rows["a"].outcome, rows["a"].run_id, rows["a"].launched_at) == (
         Outcome.LAUNCHED,
@@ -241,6 +241,10 @@ def test_fires_launched_within_the_claim_are_recorded_launched_in_one_commit(
         at,
     )
     assert (rows["b"].outcome, rows["b"].error) == (Outcome.FAILED, "no flow 'gone' at version 'v'")
-    assert rows["c"].outcome is Outcome.LAUNCHING  # the launcher retries it
+    assert (rows["c"].outcome, rows["c"].error) == (Outcome.LAUNCHING, "the runtime did not answer")
+    # Retried by the pending pass once its retry is due, not before.
+    assert store.take_pending(owner="o", host="h", now=at, lease=LEASE) == []
+    [again] = store.take_pending(owner="o", host="h", now=at + timedelta(seconds=5), lease=LEASE)
+    assert again.trigger_id == "c"
     stored = [store.get_trigger(t) for t in "abc"]
     assert [t.active_count if t else None for t in stored] == [1, 0, 1]

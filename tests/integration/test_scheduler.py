@@ -217,8 +217,10 @@ def test_failed_start_is_retried_under_the_same_key(harness: Harness) -> None:
 
 def test_start_without_answer_meets_its_deadline_and_stays_pending(database: Database) -> None:
     class Silent(FakeRunner):
+        """A runtime elsewhere that never answers (a start within a claim cannot hang)."""
+
         def __init__(self) -> None:
-            super().__init__()
+            super().__init__(starts_within=False)
             self.release = threading.Event()
 
         def start(self, requests):  # type: ignore[no-untyped-def]

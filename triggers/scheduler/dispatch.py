@@ -235,6 +235,8 @@ class Dispatcher:
                 self._launcher.launched(result, result.run_id, self._clock.now())
             elif result.refused is not None:
                 self._launcher.refused(result, result.refused)
+            elif result.retry_at is not None:
+                self._launcher.deferred(result, result.retry_at)
             elif result.launches:
                 launches.append(result)
         if launches:

@@ -299,6 +299,11 @@ class Launcher:
         )
         self._on_launched(claim.trigger_id, run_id)
 
+    def deferred(self, claim: Claim, retry_at: datetime) -> None:
+        """A start within the claim failed without an answer: it is retried from `retry_at`."""
+        log.warning("launch_deferred", trigger_id=claim.trigger_id, key=claim.idempotency_key)
+        self._on_deferred(retry_at)
+
     def refused(self, claim: Claim, error: str) -> None:
         """The runtime refused the claim's start for good (recorded `failed`)."""
         log.error(

@@ -24,7 +24,7 @@ from triggers.errors import (
 )
 from triggers.model import Action, Outcome, Overlap, Reason, Trigger, idempotency_key
 from triggers.store._decide import Counters, Decision, blocks_new_claims, decide
-from triggers.store._inline import launch_within
+from triggers.store._inline import RETRY_AFTER_MS, launch_within
 from triggers.store._ranges import apply_splits, covered_by_ranges
 from triggers.store._shared import chunks, executemany, lock_triggers, new_reservation
 from triggers.store.protocol import Claim, ClaimRequest, ClaimResult, LaunchWithin, RangeSplit
@@ -85,6 +85,7 @@ class _Decided:
     supersedes: str | None = None
     run_id: str | None = None
     refused: str | None = None
+    retry_at: datetime | None = None
 
 
 class ClaimBatch:
@@ -193,7 +194,11 @@ class ClaimBatch:
         )
         decided = list(decided)
         for (index, _), run_id, refused in zip(fires, run_ids, refusals, strict=True):
-            decided[index] = dataclasses.replace(decided[index], run_id=run_id, refused=refused)
+            deferred = run_id is None and refused is None
+            retry_at = self._now + timedelta(milliseconds=RETRY_AFTER_MS) if deferred else None
+            decided[index] = dataclasses.replace(
+                decided[index], run_id=run_id, refused=refused, retry_at=retry_at
+            )
         return decided
 
     def _check_carved(self) -> None:
@@ -459,6 +464,7 @@ class ClaimBatch:
                     supersedes_run_id=item.supersedes,
                     run_id=item.run_id,
                     refused=item.refused,
+                    retry_at=item.retry_at,
                 )
             )
         return final

@@ -5,7 +5,8 @@ ledger rows are written `launched` with their run ids: a fire is one commit, and
 no reservation is taken (there is no moment when the runtime holds a run the
 ledger does not name, or the reverse). A start the runtime refuses for good is
 recorded `failed` in the same commit; one it could not answer for another reason
-keeps its reservation, for the launcher to retry as before.
+stays `launching`, its reservation released to be retaken after `RETRY_AFTER` by
+the pending pass (as the launcher does after a failed start).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from triggers.errors import RunnerRefusedError
 from triggers.model import Outcome
 from triggers.store._decide import Counters
 from triggers.store.protocol import Claim, LaunchWithin
+
+RETRY_AFTER_MS = 5000
 
 Fire = tuple[Claim, dict[str, Any], Counters]
 """A claim about to launch, its ledger row (driver values) and its trigger's counters."""
@@ -57,7 +60,10 @@ def launch_within(
             counters.active_count -= 1
             run_ids.append(None)
             refusals.append(str(result))
-        else:  # not answered for good: the row stays `launching`, the launcher retries it
+        else:  # not answered for good: the row stays `launching`, to be retried
+            row.update(
+                error=str(result), lease_owner=None, lease_expires_at=now_ms + RETRY_AFTER_MS
+            )
             run_ids.append(None)
             refusals.append(None)
     return run_ids, refusals, after_commit

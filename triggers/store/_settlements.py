@@ -16,7 +16,7 @@ from sqlalchemy.engine import Connection
 
 from triggers.model import FireRecord, Outcome, Trigger
 from triggers.store import _codec
-from triggers.store._shared import adjust_active, chunks, lock_triggers
+from triggers.store._shared import adjust_active, chunks, lock_trigger_rows, lock_triggers
 from triggers.store.protocol import RunChange, Settlement
 from triggers.store.schema import fires, triggers
 
@@ -29,10 +29,19 @@ def record_settlements(
     candidates = _live_rows(conn, run_ids, lock=False)
     if not candidates:
         return [None] * len(settlements)
-    stored = lock_triggers(conn, sorted({row["trigger_id"] for row in candidates.values()}))
-    # Read again under the trigger locks (and on PostgreSQL with the rows locked), so
-    # the updates below cannot lose to another daemon settling the same run.
-    by_run = _live_rows(conn, run_ids, lock=True)
+    lock_trigger_rows(conn, sorted({row["trigger_id"] for row in candidates.values()}))
+    # Read again under the trigger locks, with the rows locked, so the updates below
+    # cannot lose to another daemon settling the same run (SQLite's one writer already
+    # holds the database).
+    by_run = _live_rows(conn, run_ids, lock=True) if conn.dialect.name != "sqlite" else candidates
+    failing = sorted(
+        {
+            by_run[s.run_id]["trigger_id"]
+            for s in settlements
+            if s.state == "failed" and s.run_id in by_run
+        }
+    )
+    stored = lock_triggers(conn, failing) if failing else {}
     deltas: dict[str, int] = {}
     pauses: dict[str, str] = {}
     updates: list[dict[str, Any]] = []
@@ -99,39 +108,58 @@ def _live_rows(
 
 
 def record_run_changes(conn: Connection, changes: Sequence[RunChange], now: datetime) -> None:
-    """Settle the ledger rows of settled runs and keep each trigger's `blocked_by` true."""
+    """Settle the ledger rows of settled runs and keep each trigger's `blocked_by` true.
+
+    Runs in the runtime's commit of those changes (thousands a second under load), so
+    it writes only what changes: a trigger's `blocked_by` when it is set or cleared,
+    a `launching` row only when one is still there.
+    """
     settled = [
         Settlement(trigger_id=c.trigger_id, run_id=c.run_id, state=c.state, error=c.error)
         for c in changes
         if c.state in ("completed", "failed", "cancelled")
     ]
-    lock_triggers(conn, sorted({c.trigger_id for c in changes}))
+    blocked = lock_trigger_rows(conn, sorted({c.trigger_id for c in changes}))
     _launched_by_key(conn, changes, now)
     if settled:
         record_settlements(conn, settled, now)
     for change in changes:
+        current = blocked.get(change.trigger_id)
         if change.state == "parked":
             statement = (
                 triggers.update()
                 .where(triggers.c.id == change.trigger_id)
                 .values(blocked_by=change.run_id, updated_at=now)
             )
-        else:
+            blocked[change.trigger_id] = change.run_id
+        elif current is not None and current == change.run_id:
             statement = (
                 triggers.update()
                 .where(triggers.c.id == change.trigger_id, triggers.c.blocked_by == change.run_id)
                 .values(blocked_by=None, updated_at=now)
             )
+            blocked[change.trigger_id] = None
+        else:
+            continue
         conn.execute(statement)
 
 
 def _launched_by_key(conn: Connection, changes: Sequence[RunChange], now: datetime) -> None:
     """A launch whose record was lost (the daemon died, or lost the database, after the
     runtime committed the run): the run names its occurrence by key, so it is recorded."""
+    keys = {change.idempotency_key: change.run_id for change in changes if change.idempotency_key}
+    if not keys:
+        return
+    # Almost always none: a cheap look first, by the outcome's index.
+    launching = set(
+        conn.execute(
+            sa.select(fires.c.idempotency_key).where(fires.c.outcome == Outcome.LAUNCHING.value)
+        ).scalars()
+    )
     keyed = [
-        {"b_key": change.idempotency_key, "b_run": change.run_id, "b_now": now}
-        for change in changes
-        if change.idempotency_key
+        {"b_key": key, "b_run": run_id, "b_now": now}
+        for key, run_id in keys.items()
+        if key in launching
     ]
     if not keyed:
         return

@@ -64,6 +64,20 @@ def lock_triggers(conn: Connection, ids: Sequence[str]) -> dict[str, Trigger | S
     return found
 
 
+def lock_trigger_rows(conn: Connection, ids: Sequence[str]) -> dict[str, str | None]:
+    """Lock the rows of `ids` (in id order), decoding nothing; their `blocked_by`, by id."""
+    found: dict[str, str | None] = {}
+    for part in chunks(sorted(ids)):
+        statement = (
+            sa.select(triggers.c.id, triggers.c.blocked_by)
+            .where(triggers.c.id.in_(part))
+            .order_by(triggers.c.id)
+            .with_for_update()
+        )
+        found.update((row.id, row.blocked_by) for row in conn.execute(statement))
+    return found
+
+
 def read_triggers(conn: Connection, statement: sa.Select[Any]) -> dict[str, Trigger | StoreError]:
     """Decode the trigger rows `statement` selects (`_STATE_COLUMNS`), in its order."""
     rows = conn.execute(statement).mappings().all()

@@ -51,6 +51,8 @@ class Claim:
     """Set when the run was started within the claim's own transaction (launched)."""
     refused: str | None = None
     """Set when that start was refused for good (the row is `failed` with this error)."""
+    retry_at: datetime | None = None
+    """Set when that start failed otherwise: the pending pass retries it from then."""
 
     @property
     def trigger_id(self) -> str:
@@ -60,7 +62,8 @@ class Claim:
     def launches(self) -> bool:
         """Whether the launcher still has to start this claim's run."""
         launching = self.action in (Action.FIRE, Action.SUPERSEDE)
-        return launching and self.run_id is None and self.refused is None
+        settled = self.run_id is not None or self.refused is not None or self.retry_at is not None
+        return launching and not settled
 
 
 ClaimResult = Claim | TriggersError
