@@ -177,6 +177,8 @@ class FlowHost:
         spec = move.opening
         if spec is None and group is not None and group.position == move.position:
             spec = GroupSpec(group.names, group.fail_fast, group.max_parallel)
+        if move.opening is not None:
+            slot.flow_effects.clear()  # the session's last step is over: a call opens alone
         events: list[NewEvent] = []
         for branch in move.results:
             slot.flow_effects.discard(branch.result.effect_id)

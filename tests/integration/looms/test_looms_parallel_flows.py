@@ -8,6 +8,7 @@ timing.
 from __future__ import annotations
 
 import threading
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -142,6 +143,10 @@ def cancellable(ctx: FlowContext, _data: None) -> list[str]:
     return ctx.parallel(ctx.branch("one", stoppable, "one"), ctx.branch("two", stoppable, "two"))
 
 
+def stubborn(ctx: FlowContext, _data: None) -> list[str]:
+    return ctx.parallel(ctx.branch("polite", stoppable, "polite"), ctx.branch("deaf", held, "deaf"))
+
+
 def retrying(ctx: FlowContext, data: dict[str, float]) -> list[str]:
     SESSIONS.append("retrying")
     retry = Retry(max_attempts=2, backoff=data["backoff"])
@@ -266,6 +271,24 @@ def test_cancelling_the_run_cancels_every_branch(runtime: Runtime) -> None:
     cancelled = [p["effect_id"] for p in of_type(runtime, run_id, "effect_cancelled")]
     assert sorted(cancelled) == ["one#0", "two#1"]
     assert sorted(CALLS) == ["one:start", "one:stopped", "two:start", "two:stopped"]
+
+
+def test_a_branch_that_ignores_the_cancel_is_abandoned_and_its_late_result_kept(
+    runtime: Runtime,
+) -> None:
+    run_id = start(runtime, "stubborn")
+    wait_for(lambda: sorted(CALLS) == ["deaf:start", "polite:start"])
+
+    runtime.cancel(run_id, grace=timedelta(milliseconds=200))
+
+    assert runtime.wait_settled(run_id, 30).status == "cancelled"
+    cancelled = {p["effect_id"]: p["error"] for p in of_type(runtime, run_id, "effect_cancelled")}
+    assert cancelled["polite#0"] == "RuntimeError: stopped"
+    assert cancelled["deaf#1"].startswith("abandoned")
+    RELEASE.set()
+    wait_for(lambda: bool(of_type(runtime, run_id, "effect_outcome_late")))
+    [late] = of_type(runtime, run_id, "effect_outcome_late")
+    assert (late["effect_id"], late["ok"], late["output"]) == ("deaf#1", True, "deaf")
 
 
 def test_a_branch_retries_after_its_backoff_while_its_sibling_runs(runtime: Runtime) -> None:
