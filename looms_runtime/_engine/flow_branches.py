@@ -139,10 +139,16 @@ class ParallelCall:
         self._attempts = dict(view.attempts)
         self._retry_at = dict(view.retry_at)
 
-    def _startable(self) -> list[AskDispatch]:
+    def _may_start(self) -> bool:
+        """Whether a branch may start now, if one is ready (capacity, nothing stopping)."""
         if self._draining or self._session.token.cancelled:
-            return []
+            return False
         if self._spec.fail_fast and any(failed(entry) for entry in self._entries):
+            return False
+        return len(self._running) < self._spec.max_parallel
+
+    def _startable(self) -> list[AskDispatch]:
+        if not self._may_start():
             return []
         now = self._session.clock_ms()
         free = self._spec.max_parallel - len(self._running)
@@ -208,7 +214,7 @@ class ParallelCall:
         """The next outcome; none when a retry may have come due first."""
         due = [at for i, at in self._retry_at.items() if self._entries[i] is None]
         wait = MAX_WAIT_S
-        if due and not self._draining:
+        if due and self._may_start():
             wait = min(wait, max(0.001, (min(due) - self._session.clock_ms()) / 1000))
         try:
             return [self._done.get(timeout=wait)]

@@ -191,36 +191,42 @@ class FlowHost:
         if spec is None or (move.opening is not None and not opens):
             self.end(slot, reply=(ask.reply, STOP))
             return events, None
-        dispatched: list[NewEvent] = []
-        if opens:
-            names = list(spec.names)
-            dispatched.append(
-                new_event(
-                    EventType.PARALLEL_STARTED,
-                    position=move.position,
-                    names=names,
-                    fail_fast=spec.fail_fast,
-                    max_parallel=spec.max_parallel,
-                )
-            )
-            state = fold(dispatched, state)
-        granted: dict[int, float | None] = {}
-        for start in () if refuse else move.dispatches:
-            if _branch_dispatchable(state, start, now):
-                decision = flow_dispatch(state, start, now_ms=now, branch_of=move.position)
-                dispatched.extend(decision.events)
-                state = fold(decision.events, state)
-                index = start.position - move.position
-                granted[index] = attempt_limit_s(start.timeout_s, decision.events[0], now)
+        dispatch, granted, state = _started(state, move, spec, now, opens=opens, refuse=refuse)
         if refuse and not slot.flow_effects:
             self.end(slot, reply=(ask.reply, STOP))  # nothing of the session runs any more
             return events, None
-        view = view_of(state, move.position, spec, granted)
-        slot.reply = (ask.reply, ("go", {"view": view}))
-        if not dispatched:
-            return events, None
-        ids = tuple(str(event.payload["effect_id"]) for event in dispatched[1 if opens else 0 :])
-        return events, FlowDispatch(events=tuple(dispatched), effect_ids=ids)
+        slot.reply = (ask.reply, ("go", {"view": view_of(state, move.position, spec, granted)}))
+        return events, dispatch
+
+
+def _started(
+    state: RunState, move: AskBranches, spec: GroupSpec, now: int, *, opens: bool, refuse: bool
+) -> tuple[FlowDispatch | None, dict[int, float | None], RunState]:
+    """The dispatch of the call's opening (when it opens) and of the attempts it may
+    start now, the time limit of each started branch by index, and the state after."""
+    events: list[NewEvent] = []
+    if opens:
+        opening = new_event(
+            EventType.PARALLEL_STARTED,
+            position=move.position,
+            names=list(spec.names),
+            fail_fast=spec.fail_fast,
+            max_parallel=spec.max_parallel,
+        )
+        events.append(opening)
+        state = fold([opening], state)
+    granted: dict[int, float | None] = {}
+    ids: list[str] = []
+    for start in () if refuse else move.dispatches:
+        if _branch_dispatchable(state, start, now):
+            decision = flow_dispatch(state, start, now_ms=now, branch_of=move.position)
+            events.extend(decision.events)
+            ids.extend(decision.effect_ids)
+            state = fold(decision.events, state)
+            index = start.position - move.position
+            granted[index] = attempt_limit_s(start.timeout_s, decision.events[0], now)
+    dispatch = FlowDispatch(events=tuple(events), effect_ids=tuple(ids)) if events else None
+    return dispatch, granted, state
 
 
 def open_group(state: RunState) -> GroupView | None:
