@@ -27,6 +27,11 @@ Each step is two-phase: its `effect_dispatched` event is committed before the
 function is called and its outcome after, so a step found in flight after a crash
 is `ambiguous`: run again once if it was declared `idempotent=True`, otherwise the
 run parks until an operator calls `retry_effect` (or cancels it).
+
+Steps run concurrently as the branches of one `parallel` call, which returns once
+every branch finished (the join), their results in argument order:
+
+    a, b = ctx.parallel(ctx.branch("dump-a", dump, "a"), ctx.branch("dump-b", dump, "b"))
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
-from looms_runtime._history.definitions import RetryPolicy
+from looms_runtime._history.definitions import DEFAULT_MAX_PARALLEL, RetryPolicy
 
 T = TypeVar("T")
 
@@ -68,6 +73,24 @@ class NonRetryableError(Exception):
     """Raised by a step function: this failure is final, whatever the retry policy says."""
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Branch:
+    """A step to run as a branch of `FlowContext.parallel` (made by `FlowContext.branch`).
+
+    Making one records nothing: the branch is a step of the `parallel` call it is
+    given to.
+    """
+
+    name: str
+    fn: Callable[..., Any]
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    idempotent: bool
+    retry: RetryPolicy | None
+    non_retryable: tuple[type[BaseException], ...]
+    timeout_s: float | None
+
+
 class FlowSession(Protocol):
     """What a `FlowContext` asks of the engine's session that runs the flow (its replay)."""
 
@@ -86,6 +109,10 @@ class FlowSession(Protocol):
         non_retryable: tuple[type[BaseException], ...],
         timeout_s: float | None,
     ) -> Any: ...
+
+    def parallel(
+        self, branches: tuple[Branch, ...], *, max_parallel: int, fail_fast: bool
+    ) -> list[Any]: ...
 
     def sleep(self, seconds: float) -> None: ...
 
@@ -185,19 +212,73 @@ class FlowContext:
         Raises:
             StepFailedError: the step failed and has no retry left.
         """
-        seconds = None if timeout is None else _seconds(timeout)
-        policy = None if retry is None else retry.policy()
-        non_retryable = () if retry is None else retry.non_retryable
-        return self._session.step(  # type: ignore[no-any-return]  # fn's result, through JSON
-            name,
-            fn,
-            args,
-            kwargs,
-            idempotent=idempotent,
-            retry=policy,
-            non_retryable=non_retryable,
-            timeout_s=seconds,
+        made = self.branch(
+            name, fn, *args, idempotent=idempotent, retry=retry, timeout=timeout, **kwargs
         )
+        return self._session.step(  # type: ignore[no-any-return]  # fn's result, through JSON
+            made.name,
+            made.fn,
+            made.args,
+            made.kwargs,
+            idempotent=made.idempotent,
+            retry=made.retry,
+            non_retryable=made.non_retryable,
+            timeout_s=made.timeout_s,
+        )
+
+    def branch(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        *args: Any,
+        idempotent: bool = False,
+        retry: Retry | None = None,
+        timeout: timedelta | float | None = None,
+        **kwargs: Any,
+    ) -> Branch:
+        """A step for `parallel`, with the same arguments as `step`; records nothing.
+
+        Raises:
+            ValueError: `retry` holds a value out of range.
+        """
+        return Branch(
+            name=name,
+            fn=fn,
+            args=args,
+            kwargs=kwargs,
+            idempotent=idempotent,
+            retry=None if retry is None else retry.policy(),
+            non_retryable=() if retry is None else retry.non_retryable,
+            timeout_s=None if timeout is None else _seconds(timeout),
+        )
+
+    def parallel(
+        self, *branches: Branch, max_parallel: int = DEFAULT_MAX_PARALLEL, fail_fast: bool = True
+    ) -> list[Any]:
+        """Run `branches` concurrently as durable steps and return their results in order.
+
+        The call returns when every branch has finished (the join), whatever order
+        they finished in. Each branch is a step of its own (two-phase, retried by its
+        policy, with its own `StepContext`); the ones that start together are
+        dispatched in one commit, at most `max_parallel` run at once (a branch
+        waiting for a retry does not count), and the call takes one journal position
+        per branch, in argument order.
+
+        A branch that fails for good: with `fail_fast` (the default) the others are
+        asked to stop (`StepContext.cancel_requested`; one that has not started does
+        not start) and, once none runs any more, the call raises; without it the
+        others finish first. A cancel of the run stops every branch.
+
+        Raises:
+            StepFailedError: a branch failed for good: the first by position (or, when
+                none failed of its own, the first that was stopped).
+            ValueError: `max_parallel` is below 1, or an argument is not a `Branch`.
+        """
+        if max_parallel < 1:
+            raise ValueError("max_parallel must be >= 1")
+        if not all(isinstance(branch, Branch) for branch in branches):
+            raise ValueError("parallel takes branches made by ctx.branch(...)")
+        return self._session.parallel(branches, max_parallel=max_parallel, fail_fast=fail_fast)
 
     def sleep(self, duration: timedelta | float) -> None:
         """Sleep durably: the run holds no thread meanwhile and a restart waits only the rest."""

@@ -243,8 +243,8 @@ class Engine:
             )
             first = None
             if isinstance(decision, FlowDispatch):
-                pending.append(decision.event)
-                state = apply(state, decision.event)
+                pending.extend(decision.events)
+                state = fold(decision.events, state)
             if isinstance(decision, Emit):
                 take_requests(run, decision.consumed)
                 pending.extend(decision.events)
@@ -370,7 +370,7 @@ class Engine:
         for launch in launches:
             self._launches.launch(slot, run, launch)
         if isinstance(decision, FlowDispatch):
-            slot.flow_effect = decision.effect_id
+            slot.flow_effects.update(decision.effect_ids)
         elif isinstance(decision, RunFlow):
             self._host.launch(slot, run)
         elif isinstance(decision, Sleep):

@@ -5,6 +5,10 @@ go through the engine's ordinary append; the answer is held in `slot.reply` and
 sent only once those events are durable (`answer`), so a step runs only after its
 `effect_dispatched` committed. An ask from a session that is no longer the run's
 (ended by a cancel, a fence, a close) is answered `stop` at once.
+
+The branches of a `parallel` call are effects the session runs at once: each is in
+`slot.flow_effects` from its dispatch's commit until the session reports it, so the
+planner never takes one of them for an attempt left in flight by a crash.
 """
 
 from __future__ import annotations
@@ -17,21 +21,25 @@ import structlog
 from looms_runtime._canonical import canonical_json
 from looms_runtime._effects.launch import EffectRunner
 from looms_runtime._engine.attempts import attempt_limit_s
-from looms_runtime._engine.flow_session import (
+from looms_runtime._engine.flow_asks import (
+    AskBranches,
     AskDispatch,
     AskFailed,
     AskFinish,
     AskWait,
     FlowAsk,
-    FlowSession,
     Frontier,
+    GroupSpec,
+    GroupView,
     Reply,
     effect_id_of,
 )
+from looms_runtime._engine.flow_branches import view_of
+from looms_runtime._engine.flow_session import FlowSession
 from looms_runtime._history.definitions import PythonFlow
 from looms_runtime._history.events import EventType, NewEvent, new_event
 from looms_runtime._history.fold import RunState, fold
-from looms_runtime._history.planner import FlowDispatch, Move, outcome_events
+from looms_runtime._history.planner import FlowDispatch, Move, late_outcome, outcome_events
 from looms_runtime._store.loading import LoadedRun
 from looms_runtime._workers.actors import Op, Slot
 
@@ -68,9 +76,11 @@ class FlowHost:
             flow_version=flow.version,
             clock_ms=self._clock_ms,
             submit=lambda ask: self._submit(run_id, Op("flow", ask=ask)),
+            group=open_group(run.state),
+            spawn=self._runner.start,
         )
         slot.flow = session
-        slot.flow_effect = None
+        slot.flow_effects.clear()
         log.debug("flow_session_started", replaying=len(run.state.journal))
         self._runner.start(session.run)
 
@@ -90,15 +100,18 @@ class FlowHost:
             events.extend(outcome_events(state, run.flow, ask.outcome, now_ms=now))
         events.extend(ask.values)
         state = fold(events, state)
-        slot.flow_effect = None
         move = ask.move
+        if isinstance(move, AskBranches):
+            more, dispatch = self._branches(slot, run, state, ask, move, now, closing=closing)
+            return [*events, *more], dispatch
+        slot.flow_effects.clear()
         if isinstance(move, AskDispatch):
             cancel = state.cancel_requested or any(i.kind == "cancel" for i in run.inbox)
             if cancel or closing or not _dispatchable(state, move):
                 self.end(slot, reply=(ask.reply, STOP))
                 return events, None
             decision = flow_dispatch(state, move, now_ms=now)
-            limit = attempt_limit_s(move.timeout_s, decision.event, now)
+            limit = attempt_limit_s(move.timeout_s, decision.events[0], now)
             slot.reply = (ask.reply, ("go", {"timeout_s": limit}))
             return events, decision
         if isinstance(move, AskFailed):
@@ -128,7 +141,7 @@ class FlowHost:
     def end(self, slot: Slot, *, reply: tuple[Future[Reply] | None, Reply] | None = None) -> None:
         """The run's session is over (its thread may still be finishing)."""
         slot.flow = None
-        slot.flow_effect = None
+        slot.flow_effects.clear()
         if reply is not None:
             slot.reply = reply
 
@@ -147,9 +160,109 @@ class FlowHost:
             slot.flow.token.cancel(0.0)
             self.end(slot)
 
+    def _branches(
+        self,
+        slot: Slot,
+        run: LoadedRun,
+        state: RunState,
+        ask: FlowAsk,
+        move: AskBranches,
+        now: int,
+        *,
+        closing: bool,
+    ) -> tuple[list[NewEvent], FlowDispatch | None]:
+        """Record a `parallel` call's outcomes, then dispatch what may start of what it
+        asks (nothing under a cancel or a closing runtime, nothing for a stopped call)."""
+        group = state.parallel
+        spec = move.opening
+        if spec is None and group is not None and group.position == move.position:
+            spec = GroupSpec(group.names, group.fail_fast, group.max_parallel)
+        if move.opening is not None:
+            slot.flow_effects.clear()  # the session's last step is over: a call opens alone
+        events: list[NewEvent] = []
+        for branch in move.results:
+            slot.flow_effects.discard(branch.result.effect_id)
+            retry = None if state.parallel and state.parallel.stopping else branch.retry
+            recorded = outcome_events(state, run.flow, branch.result, now_ms=now, retry=retry)
+            events.extend(recorded or (late_outcome(branch.result),))
+            state = fold(recorded, state)
+        refuse = closing or state.cancel_requested or any(i.kind == "cancel" for i in run.inbox)
+        opens = move.opening is not None and not refuse and _can_open(state, move.position)
+        if spec is None or (move.opening is not None and not opens):
+            self.end(slot, reply=(ask.reply, STOP))
+            return events, None
+        dispatch, granted, state = _started(state, move, spec, now, opens=opens, refuse=refuse)
+        if refuse and not slot.flow_effects:
+            self.end(slot, reply=(ask.reply, STOP))  # nothing of the session runs any more
+            return events, None
+        slot.reply = (ask.reply, ("go", {"view": view_of(state, move.position, spec, granted)}))
+        return events, dispatch
+
+
+def _started(
+    state: RunState, move: AskBranches, spec: GroupSpec, now: int, *, opens: bool, refuse: bool
+) -> tuple[FlowDispatch | None, dict[int, float | None], RunState]:
+    """The dispatch of the call's opening (when it opens) and of the attempts it may
+    start now, the time limit of each started branch by index, and the state after."""
+    events: list[NewEvent] = []
+    if opens:
+        opening = new_event(
+            EventType.PARALLEL_STARTED,
+            position=move.position,
+            names=list(spec.names),
+            fail_fast=spec.fail_fast,
+            max_parallel=spec.max_parallel,
+        )
+        events.append(opening)
+        state = fold([opening], state)
+    granted: dict[int, float | None] = {}
+    ids: list[str] = []
+    for start in () if refuse else move.dispatches:
+        if _branch_dispatchable(state, start, now):
+            decision = flow_dispatch(state, start, now_ms=now, branch_of=move.position)
+            events.extend(decision.events)
+            ids.extend(decision.effect_ids)
+            state = fold(decision.events, state)
+            index = start.position - move.position
+            granted[index] = attempt_limit_s(start.timeout_s, decision.events[0], now)
+    dispatch = FlowDispatch(events=tuple(events), effect_ids=tuple(ids)) if events else None
+    return dispatch, granted, state
+
+
+def open_group(state: RunState) -> GroupView | None:
+    """The log's view of a `parallel` call still open, for a session that resumes it."""
+    group = state.parallel
+    if group is None:
+        return None
+    spec = GroupSpec(group.names, group.fail_fast, group.max_parallel)
+    return view_of(state, group.position, spec, {})
+
+
+def _can_open(state: RunState, position: int) -> bool:
+    free = state.parallel is None and not state.effects and not state.waits
+    return free and position == len(state.journal)
+
+
+def _branch_dispatchable(state: RunState, move: AskDispatch, now_ms: int) -> bool:
+    group = state.parallel
+    if group is None or group.stopping:
+        return False
+    index = move.position - group.position
+    if not 0 <= index < len(group.names) or group.results[index] is not None:
+        return False
+    if group.names[index] != move.name:
+        return False
+    previous = state.effects.get(effect_id_of(move.name, move.position))
+    if previous is None:
+        return move.attempt == 1
+    due = (previous.next_attempt_at or 0) <= now_ms
+    return previous.status == "retry_wait" and move.attempt == previous.attempt + 1 and due
+
 
 def frontier_of(state: RunState) -> Frontier | None:
     """The step due for another attempt where the journal ends, if there is one."""
+    if state.parallel is not None:
+        return None  # a parallel call's branches are resumed by the call (`open_group`)
     for effect in state.effects.values():
         if effect.status == "retry_wait" and effect.name is not None:
             return Frontier(name=effect.name, attempt=effect.attempt)
@@ -161,12 +274,16 @@ def _dispatchable(state: RunState, move: AskDispatch) -> bool:
     if move.position != len(state.journal):
         return False
     if previous is None:
-        return move.attempt == 1 and not state.effects and not state.waits
+        free = state.parallel is None and not state.effects and not state.waits
+        return move.attempt == 1 and free
     return previous.status == "retry_wait" and move.attempt == previous.attempt + 1
 
 
-def flow_dispatch(state: RunState, move: AskDispatch, *, now_ms: int) -> FlowDispatch:
-    """The `effect_dispatched` event of a flow step's attempt."""
+def flow_dispatch(
+    state: RunState, move: AskDispatch, *, now_ms: int, branch_of: int | None = None
+) -> FlowDispatch:
+    """The `effect_dispatched` event of a flow step's attempt (of a `parallel` call's
+    branch: `branch_of` is the call's position, the branch's thread in the log)."""
     effect_id = effect_id_of(move.name, move.position)
     previous = state.effects.get(effect_id)
     give_up_at = previous.give_up_at if previous is not None else None
@@ -175,7 +292,9 @@ def flow_dispatch(state: RunState, move: AskDispatch, *, now_ms: int) -> FlowDis
     deadline = None if move.timeout_s is None else now_ms + round(move.timeout_s * 1000)
     if give_up_at is not None:
         deadline = give_up_at if deadline is None else min(deadline, give_up_at)
-    extra = {} if give_up_at is None else {"give_up_at": give_up_at}
+    extra: dict[str, int] = {} if give_up_at is None else {"give_up_at": give_up_at}
+    if branch_of is not None:
+        extra["branch_of"] = branch_of
     event = new_event(
         EventType.EFFECT_DISPATCHED,
         effect_id=effect_id,
@@ -188,7 +307,7 @@ def flow_dispatch(state: RunState, move: AskDispatch, *, now_ms: int) -> FlowDis
         name=move.name,
         **extra,
     )
-    return FlowDispatch(event=event, effect_id=effect_id)
+    return FlowDispatch(events=(event,), effect_ids=(effect_id,))
 
 
 def _wait_started(move: AskWait, now_ms: int) -> NewEvent:

@@ -9,7 +9,8 @@ after the commit. A step's success is not waited for: it rides with the next ask
 step in flight, hence ambiguous, which is the truth.
 
 Sleeps, signal waits and retry backoffs end the session (its thread is released);
-the worker starts a new session when the run has something to do again.
+the worker starts a new session when the run has something to do again. The
+branches of a `parallel` call run on threads of their own (`flow_branches`).
 """
 
 from __future__ import annotations
@@ -17,12 +18,12 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import threading
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, TypeAlias
+from typing import Any
 
 import structlog
 
@@ -30,94 +31,34 @@ from looms_runtime._cancel import CancelToken
 from looms_runtime._canonical import json_copy
 from looms_runtime._clock import from_ms
 from looms_runtime._effects.python import call_step, resolve, wants_context
+from looms_runtime._engine.flow_asks import (
+    AskDispatch,
+    AskFailed,
+    AskFinish,
+    AskStop,
+    AskWait,
+    FlowAsk,
+    Frontier,
+    GroupSpec,
+    GroupView,
+    Move,
+    Reply,
+    Unwind,
+    effect_id_of,
+)
+from looms_runtime._engine.flow_branches import ParallelCall
 from looms_runtime._history.definitions import RetryPolicy
 from looms_runtime._history.events import EventType, NewEvent, new_event
 from looms_runtime._history.outcome import EffectResult
+from looms_runtime._history.parallel import BRANCH
+from looms_runtime._history.state import failed
 from looms_runtime.errors import InvalidRequestError, NondeterminismError
-from looms_runtime.flow import FlowContext, StepFailedError, WaitTimeoutError
+from looms_runtime.flow import Branch, FlowContext, StepFailedError, WaitTimeoutError
 from looms_runtime.records import StepContext
 
+__all__ = ["FlowAsk", "FlowSession", "Frontier", "effect_id_of"]
+
 log = structlog.get_logger()
-
-
-@dataclass(frozen=True, slots=True)
-class Frontier:
-    """A step outstanding at the journal's end when the session starts (due for a retry)."""
-
-    name: str
-    attempt: int
-
-
-@dataclass(frozen=True, slots=True)
-class AskDispatch:
-    name: str
-    position: int
-    attempt: int
-    idempotent: bool
-    timeout_s: float | None
-    retry: RetryPolicy | None
-
-
-@dataclass(frozen=True, slots=True)
-class AskFailed:
-    result: EffectResult
-    retry: RetryPolicy | None
-
-
-@dataclass(frozen=True, slots=True)
-class AskWait:
-    kind: str
-    name: str
-    position: int
-    duration_ms: int | None
-
-
-@dataclass(frozen=True, slots=True)
-class AskFinish:
-    ok: bool
-    result: Any = None
-    error: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class AskStop:
-    reason: str
-
-
-Move: TypeAlias = AskDispatch | AskFailed | AskWait | AskFinish | AskStop
-Reply: TypeAlias = tuple[str, Mapping[str, Any] | None]
-"""`("go"|"raise"|"suspend"|"stop", journal entry of a failure to raise or None)`."""
-
-
-@dataclass(frozen=True, slots=True)
-class FlowAsk:
-    """A session's request to its run's worker.
-
-    `outcome` is the success of the step the session ran last, not yet recorded;
-    `values` are the `now`/`new_id` answers recorded since (in call order).
-    """
-
-    session: FlowSession
-    move: Move
-    outcome: EffectResult | None
-    values: tuple[NewEvent, ...]
-    reply: Future[Reply] | None
-
-
-class _Unwind(BaseException):
-    """Ends the flow function's frame: the session is over (a wait, a cancel, a stop).
-
-    A BaseException, so that flow code catching `Exception` does not swallow it.
-    """
-
-    def __init__(self, *, told: bool) -> None:
-        super().__init__("flow session ended")
-        self.told = told  # the worker already knows the session ended
-
-
-def effect_id_of(name: str, position: int) -> str:
-    """A flow step's effect id: its name and its position in the journal (unique per run)."""
-    return f"{name}#{position}"
 
 
 class FlowSession:
@@ -134,6 +75,8 @@ class FlowSession:
         flow_version: str | None,
         clock_ms: Callable[[], int],
         submit: Callable[[FlowAsk], bool],
+        group: GroupView | None = None,
+        spawn: Callable[[Callable[[], None]], None] | None = None,
     ) -> None:
         self.run_id = run_id
         self.flow_version = flow_version
@@ -143,6 +86,8 @@ class FlowSession:
         self._journal = list(journal)
         self._recorded = len(journal)
         self._frontier = frontier
+        self._group = group
+        self._spawn = spawn or _thread
         self._clock_ms = clock_ms
         self._submit = submit
         self._position = 0
@@ -150,42 +95,45 @@ class FlowSession:
         self._values: list[NewEvent] = []
         self._ended = False
         self._violation: str | None = None
+        self._thread: int | None = None
 
     def run(self) -> None:
+        self._thread = threading.get_ident()
         try:
             function, _ = resolve(self._ref)
         except Exception as exc:  # noqa: BLE001 - an import failure fails the run, loudly
-            self._finish(AskFinish(ok=False, error=f"cannot load flow {self._ref}: {exc!r}"))
+            self.finish(AskFinish(ok=False, error=f"cannot load flow {self._ref}: {exc!r}"))
             return
         try:
             returned = function(FlowContext(self), json.loads(self._input_json))
-        except _Unwind as unwind:
+        except Unwind as unwind:
             if not unwind.told and not self._ended:
-                self._finish(AskStop("cancelled"))
+                self.finish(AskStop("cancelled"))
             return
         except Exception as exc:  # noqa: BLE001 - the flow's own failure fails its run
             error = str(exc) if isinstance(exc, StepFailedError) else f"{type(exc).__name__}: {exc}"
-            self._finish(AskFinish(ok=False, error=self._violation or error))
+            self.finish(AskFinish(ok=False, error=self._violation or error))
             return
         if self._ended:
             return  # the function swallowed an unwind; its session was over already
         self._returned(returned)
 
     def _returned(self, returned: Any) -> None:
-        if self._violation is None and (self._position < self._recorded or self._frontier):
+        unreached = self._position < self._recorded or self._frontier or self._group
+        if self._violation is None and unreached:
             self._violation = (
                 f"the flow returned after {self._position} calls; "
                 f"its log recorded {max(self._recorded, self._position + 1)}"
             )
         if self._violation is not None:
-            self._finish(AskFinish(ok=False, error=self._violation))
+            self.finish(AskFinish(ok=False, error=self._violation))
             return
         try:
             result = json_copy(returned)
         except InvalidRequestError as exc:
-            self._finish(AskFinish(ok=False, error=f"the flow returned {exc.message}"))
+            self.finish(AskFinish(ok=False, error=f"the flow returned {exc.message}"))
             return
-        self._finish(AskFinish(ok=True, result=result))
+        self.finish(AskFinish(ok=True, result=result))
 
     # -- calls through ctx -------------------------------------------------------
 
@@ -210,21 +158,50 @@ class FlowSession:
         if self._frontier is not None:
             attempt, self._frontier = self._frontier.attempt + 1, None
         move = AskDispatch(name, position, attempt, idempotent, timeout_s, retry)
-        verb, detail = self._ask(move)
+        verb, detail = self.ask(move)
         if verb != "go":
-            raise _Unwind(told=True)
+            raise Unwind(told=True)
         # The worker's limit: the step's timeout, or less when its deadline comes first.
         limit = None if detail is None else detail.get("timeout_s")
         result = self._call(fn, args, kwargs, name, position, attempt, limit, non_retryable)
+        result = self._cancelled(result, self.token)
         if result.ok:
             self._outcome = result
             self._record({"kind": "step", "name": name, "ok": True, "output": result.output})
             return _copy(result.output)
-        verb, failure = self._ask(AskFailed(result, retry))
+        verb, failure = self.ask(AskFailed(result, retry))
         if verb != "raise" or failure is None:
-            raise _Unwind(told=True)
+            raise Unwind(told=True)
         self._record(failure)
         raise StepFailedError(name, failure.get("error"), int(failure.get("attempts", 1)))
+
+    def parallel(
+        self, branches: tuple[Branch, ...], *, max_parallel: int, fail_fast: bool
+    ) -> list[Any]:
+        self._guard()
+        if not branches:
+            return []
+        position, names = self._position, tuple(branch.name for branch in branches)
+        asked = f"parallel {list(names)!r}"
+        if position < len(self._journal):
+            entries = self._journal[position : position + len(names)]
+            if [(e["kind"], e.get("name"), e.get("of")) for e in entries] != [
+                (BRANCH, name, len(names)) for name in names
+            ]:
+                self._violate(position, asked, self._recorded_at(position))
+            self._position += len(names)
+            return _joined(entries)
+        view, self._group = self._group, None
+        if view is not None and view.spec.names != names:
+            self._violate(position, asked, f"parallel {list(view.spec.names)!r}")
+        if self._frontier is not None:
+            self._violate(position, asked, f"step {self._frontier.name!r}")
+        spec = view.spec if view else GroupSpec(names, fail_fast, max_parallel)
+        entries = ParallelCall(self, position, branches, spec, view).run()
+        self._journal.extend(entries)
+        self._position += len(names)
+        self._guard()  # a cancel that stopped the branches stops the flow here
+        return _joined(entries)
 
     def sleep(self, seconds: float) -> None:
         if self._replayed("sleep", None) is not None:
@@ -250,12 +227,15 @@ class FlowSession:
     # -- replay ------------------------------------------------------------------
 
     def _guard(self) -> None:
+        if self._thread is not None and threading.get_ident() != self._thread:
+            # A step or branch calling back into ctx would race the flow's own calls.
+            raise RuntimeError("ctx is the flow's own: its steps and branches may not call it")
         if self._ended:
-            raise _Unwind(told=True)
+            raise Unwind(told=True)
         if self._violation is not None:
             raise NondeterminismError(self._violation, run_id=self.run_id)
         if self.token.cancelled:
-            raise _Unwind(told=False)
+            raise Unwind(told=False)
 
     def _replayed(self, kind: str, name: str | None) -> Mapping[str, Any] | None:
         """The recorded answer at the current position, or None at the frontier.
@@ -265,20 +245,27 @@ class FlowSession:
         """
         self._guard()
         position = self._position
+        asked = f"{kind} {name!r}" if name is not None else kind
         if position < len(self._journal):
             entry = self._journal[position]
             if entry["kind"] != kind or (name is not None and entry.get("name") != name):
-                self._violate(position, kind, name, f"{entry['kind']} {entry.get('name')!r}")
+                self._violate(position, asked, self._recorded_at(position))
             self._position += 1
             return entry
-        if self._frontier is not None and kind != "step":
-            self._violate(position, kind, name, f"step {self._frontier.name!r}")
-        if self._frontier is not None and self._frontier.name != name:
-            self._violate(position, kind, name, f"step {self._frontier.name!r}")
+        if self._group is not None:
+            self._violate(position, asked, f"parallel {list(self._group.spec.names)!r}")
+        if self._frontier is not None and (kind != "step" or self._frontier.name != name):
+            self._violate(position, asked, f"step {self._frontier.name!r}")
         return None
 
-    def _violate(self, position: int, kind: str, name: str | None, recorded: str) -> None:
-        asked = f"{kind} {name!r}" if name is not None else kind
+    def _recorded_at(self, position: int) -> str:
+        entry = self._journal[position]
+        if entry["kind"] == BRANCH:
+            group = self._journal[position : position + int(entry["of"])]
+            return f"parallel {[e.get('name') for e in group]!r}"
+        return f"{entry['kind']} {entry.get('name')!r}"
+
+    def _violate(self, position: int, asked: str, recorded: str) -> None:
         self._violation = (
             f"replay of call {position} asked for {asked}; the log recorded {recorded} "
             f"({NondeterminismError.code})"
@@ -305,7 +292,32 @@ class FlowSession:
 
     # -- the worker --------------------------------------------------------------
 
-    def _ask(self, move: Move) -> Reply:
+    def clock_ms(self) -> int:
+        return self._clock_ms()
+
+    def spawn(self, task: Callable[[], None]) -> None:
+        """Run `task` (a branch's attempt) on a thread of its own."""
+        self._spawn(task)
+
+    def call_branch(
+        self, branch: Branch, position: int, attempt: int, limit_s: float | None, token: CancelToken
+    ) -> EffectResult:
+        """Run one attempt of a `parallel` call's branch (on the branch's thread)."""
+        result = self._call(
+            branch.fn,
+            branch.args,
+            branch.kwargs,
+            branch.name,
+            position,
+            attempt,
+            limit_s,
+            branch.non_retryable,
+            token=token,
+        )
+        return self._cancelled(result, token)
+
+    def ask(self, move: Move) -> Reply:
+        """Send `move` and wait for the worker's answer (sent once its events committed)."""
         reply: Future[Reply] = Future()
         if not self._send(move, reply):
             reply.set_result(("stop", None))
@@ -317,10 +329,10 @@ class FlowSession:
         return self._submit(ask)
 
     def _wait(self, move: AskWait) -> None:
-        self._finish(move)
-        raise _Unwind(told=True)
+        self.finish(move)
+        raise Unwind(told=True)
 
-    def _finish(self, move: Move) -> None:
+    def finish(self, move: Move) -> None:
         """Send the session's last ask; nothing the function does afterwards counts."""
         if not self._ended:
             self._ended = True
@@ -336,6 +348,8 @@ class FlowSession:
         attempt: int,
         timeout_s: float | None,
         non_retryable: tuple[type[BaseException], ...],
+        *,
+        token: CancelToken | None = None,
     ) -> EffectResult:
         effect_id = effect_id_of(name, position)
         call_kwargs = dict(kwargs)
@@ -345,18 +359,37 @@ class FlowSession:
                 step_id=name,
                 attempt=attempt,
                 idempotency_key=f"{self.run_id}:{effect_id}",
-                _token=self.token,
+                _token=token or self.token,
             )
         ids: dict[str, Any] = {"effect_id": effect_id, "attempt": attempt}
-        result = call_step(
+        return call_step(
             functools.partial(fn, *args, **call_kwargs),
             ids,
             timeout_s=timeout_s,
             non_retryable=non_retryable,
         )
-        if result.ok or not self.token.cancelled:
+
+    @staticmethod
+    def _cancelled(result: EffectResult, token: CancelToken) -> EffectResult:
+        """A failure under a cancel request is the attempt's stop, not its own failure."""
+        if result.ok or not token.cancelled:
             return result
         return dataclasses.replace(result, cancelled=True)
+
+
+def _joined(entries: Sequence[Mapping[str, Any]]) -> list[Any]:
+    """What a joined `parallel` call returns, or the failure it raises."""
+    stopped = next((e for e in entries if failed(e)), None) or next(
+        (e for e in entries if not e["ok"]), None
+    )
+    if stopped is not None:
+        error, attempts = stopped.get("error"), int(stopped.get("attempts", 1))
+        raise StepFailedError(str(stopped["name"]), error, attempts)
+    return [_copy(entry.get("output")) for entry in entries]
+
+
+def _thread(task: Callable[[], None]) -> None:
+    threading.Thread(target=task, name="looms-branch", daemon=True).start()
 
 
 def _copy(value: Any) -> Any:

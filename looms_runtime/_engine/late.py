@@ -83,6 +83,7 @@ class LateOutcomes:
                 self._host.end(slot)
             self._host.refuse(ask)
             late.extend(r for r in (ask.outcome, getattr(ask.move, "result", None)) if r)
+            late.extend(branch.result for branch in getattr(ask.move, "results", ()))
         for result in late:
             record_late(
                 self._db,

@@ -32,6 +32,7 @@ class EventType(enum.StrEnum):
     FLOW_VALUE_RECORDED = "flow_value_recorded"
     EFFECT_OUTCOME_LATE = "effect_outcome_late"
     BRANCH_FAILED = "branch_failed"
+    PARALLEL_STARTED = "parallel_started"
 
 
 KNOWN_VERSIONS: Mapping[str, int] = {member.value: 1 for member in EventType}

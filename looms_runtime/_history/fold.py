@@ -7,7 +7,9 @@ state it gave when it was written.
 
 A Python flow's calls land in `RunState.journal` in call order, each at the
 position its event names: a replay of the flow function reads them back by
-position, so a log whose positions do not follow each other is refused here.
+position, so a log whose positions do not follow each other is refused here. The
+branches of a `parallel` call finish in any order and join the journal together
+(see `parallel`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from looms_runtime._history.events import (
     FoldEvent,
     RecordedEvent,
 )
+from looms_runtime._history.parallel import answered, check_branch_dispatch, opened, settle
+from looms_runtime._history.payloads import opt_int, opt_marker, opt_str
 from looms_runtime._history.state import (
     FOLD_VERSION,
     STUCK,
@@ -128,6 +132,10 @@ def _run_started(state: RunState, p: Mapping[str, Any]) -> RunState:
 
 def _at_frontier(state: RunState, position: int) -> None:
     """A Python flow's new call must take the next free position of its journal."""
+    if state.parallel is not None:
+        raise CorruptHistoryError(
+            f"flow call at position {position} while a parallel call is open", seq=state.seq + 1
+        )
     if state.python and position != len(state.journal):
         raise CorruptHistoryError(
             f"flow call at position {position}, the journal holds {len(state.journal)}",
@@ -154,7 +162,9 @@ def _dispatched(state: RunState, p: Mapping[str, Any]) -> RunState:
             attempt=attempt,
             seq=state.seq + 1,
         )
-    if previous is None:
+    if previous is None and state.parallel is not None:
+        check_branch_dispatch(state, p)
+    elif previous is None:
         _at_frontier(state, int(p["step_index"]))
     effect = EffectState(
         effect_id=effect_id,
@@ -165,12 +175,12 @@ def _dispatched(state: RunState, p: Mapping[str, Any]) -> RunState:
         attempt=attempt,
         failures=previous.failures if previous else 0,
         ambiguities=previous.ambiguities if previous else 0,
-        dispatched_at=_opt_int(p.get("dispatched_at")),
-        deadline_at=_opt_int(p.get("deadline_at")),
+        dispatched_at=opt_int(p.get("dispatched_at")),
+        deadline_at=opt_int(p.get("deadline_at")),
         last_error=previous.last_error if previous else None,
-        name=_opt_str(p.get("name")),
-        give_up_at=previous.give_up_at if previous else _opt_int(p.get("give_up_at")),
-        supervised=_opt_marker(p.get("supervised")),
+        name=opt_str(p.get("name")),
+        give_up_at=previous.give_up_at if previous else opt_int(p.get("give_up_at")),
+        supervised=opt_marker(p.get("supervised")),
     )
     return dataclasses.replace(state, effects={**state.effects, effect_id: effect})
 
@@ -191,6 +201,8 @@ def _succeeded(state: RunState, p: Mapping[str, Any]) -> RunState:
     effect = _current(state, p)
     if effect is None:
         return state
+    if state.parallel is not None:
+        return answered(state, effect, ok=True, output=p.get("output"))
     effects = _without(state, effect.effect_id)
     if state.python:
         entry = {"kind": "step", "name": effect.name, "ok": True, "output": p.get("output")}
@@ -213,8 +225,10 @@ def _failed(state: RunState, p: Mapping[str, Any]) -> RunState:
     effect = _current(state, p)
     if effect is None:
         return state
-    next_at = _opt_int(p.get("next_attempt_at"))
-    error = _opt_str(p.get("error"))
+    next_at = opt_int(p.get("next_attempt_at"))
+    error = opt_str(p.get("error"))
+    if state.parallel is not None and next_at is None:
+        return answered(state, effect, ok=False, error=error, attempts=effect.failures + 1)
     if state.python and next_at is None:
         # The flow function sees this failure as an exception it may handle.
         entry = {
@@ -233,7 +247,7 @@ def _failed(state: RunState, p: Mapping[str, Any]) -> RunState:
         next_attempt_at=next_at,
         last_error=error,
     )
-    return dataclasses.replace(state, effects={**state.effects, effect.effect_id: failed})
+    return settle(dataclasses.replace(state, effects={**state.effects, effect.effect_id: failed}))
 
 
 def _ambiguous(state: RunState, p: Mapping[str, Any]) -> RunState:
@@ -244,16 +258,21 @@ def _ambiguous(state: RunState, p: Mapping[str, Any]) -> RunState:
         effect,
         status="timed_out" if p.get("timed_out") else "ambiguous",
         ambiguities=effect.ambiguities + 1,
-        last_error=_opt_str(p.get("reason")),
+        last_error=opt_str(p.get("reason")),
     )
-    return dataclasses.replace(state, effects={**state.effects, effect.effect_id: stuck})
+    return settle(dataclasses.replace(state, effects={**state.effects, effect.effect_id: stuck}))
 
 
 def _cancelled_effect(state: RunState, p: Mapping[str, Any]) -> RunState:
     effect = _current(state, p)
     if effect is None:
         return state
-    done = dataclasses.replace(effect, status="cancelled", last_error=_opt_str(p.get("error")))
+    if state.parallel is not None:
+        error = opt_str(p.get("error"))
+        return answered(
+            state, effect, ok=False, cancelled=True, error=error, attempts=effect.attempt
+        )
+    done = dataclasses.replace(effect, status="cancelled", last_error=opt_str(p.get("error")))
     return dataclasses.replace(state, effects={**state.effects, effect.effect_id: done})
 
 
@@ -274,8 +293,8 @@ def _wait_started(state: RunState, p: Mapping[str, Any]) -> RunState:
         wait_id=str(p["wait_id"]),
         step_index=int(p["step_index"]),
         kind=str(p["kind"]),
-        until=_opt_int(p.get("until")),
-        signal=_opt_str(p.get("signal")),
+        until=opt_int(p.get("until")),
+        signal=opt_str(p.get("signal")),
     )
     _at_frontier(state, wait.step_index)
     return dataclasses.replace(state, waits={**state.waits, wait.wait_id: wait})
@@ -312,8 +331,8 @@ def _cancel_requested(state: RunState, p: Mapping[str, Any]) -> RunState:
     return dataclasses.replace(
         state,
         cancel_requested=True,
-        cancel_reason=_opt_str(p.get("reason")),
-        failure=_opt_str(p.get("failure")) or state.failure,
+        cancel_reason=opt_str(p.get("reason")),
+        failure=opt_str(p.get("failure")) or state.failure,
     )
 
 
@@ -343,7 +362,7 @@ def _run_failed(state: RunState, p: Mapping[str, Any]) -> RunState:
 
 
 def _run_cancelled(state: RunState, p: Mapping[str, Any]) -> RunState:
-    reason = _opt_str(p.get("reason"))
+    reason = opt_str(p.get("reason"))
     return dataclasses.replace(
         state, status="cancelled", error=f"cancelled: {reason}" if reason else "cancelled"
     )
@@ -366,18 +385,5 @@ _RULES = {
     EventType.RUN_CANCELLED: _run_cancelled,
     EventType.FLOW_VALUE_RECORDED: _flow_value,
     EventType.BRANCH_FAILED: _branch_failed,
+    EventType.PARALLEL_STARTED: opened,
 }
-
-
-def _opt_int(value: Any) -> int | None:
-    return None if value is None else int(value)
-
-
-def _opt_str(value: Any) -> str | None:
-    return None if value is None else str(value)
-
-
-def _opt_marker(value: Any) -> dict[str, str] | None:
-    if value is None:
-        return None
-    return {str(key): str(item) for key, item in dict(value).items()}

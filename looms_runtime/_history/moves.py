@@ -39,10 +39,12 @@ class Dispatch:
 
 @dataclass(frozen=True, slots=True)
 class FlowDispatch:
-    """Commit `event` (a Python flow step's effect_dispatched), then let the session run it."""
+    """Commit `events` (a Python flow step's effect_dispatched, or those of the branches
+    of a `parallel` call that start now, after the call's opening), then let the
+    session run them."""
 
-    event: NewEvent
-    effect_id: str
+    events: tuple[NewEvent, ...]
+    effect_ids: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,6 +32,7 @@ from looms_runtime._history.moves import (
     RunFlow,
     Sleep,
 )
+from looms_runtime._history.state import ParallelState
 from looms_runtime._history.steps import (
     MAX_AMBIGUOUS_RERUNS,
     ambiguous,
@@ -121,6 +122,8 @@ def plan(
 def _flow_move(state: RunState, now_ms: int, inbox: Sequence[InboxItem], *, running: bool) -> Move:
     if running:
         return Idle("flow_running")
+    if state.parallel is not None:
+        return _branches_move(state, state.parallel, now_ms)
     for effect in state.effects.values():
         if effect.status in STUCK:
             if effect.idempotent and effect.ambiguities <= MAX_AMBIGUOUS_RERUNS:
@@ -140,6 +143,29 @@ def _flow_move(state: RunState, now_ms: int, inbox: Sequence[InboxItem], *, runn
     for wait in state.waits.values():
         return wait_move(wait, wait.signal or wait.wait_id, now_ms, inbox, fails_run=False)
     return RunFlow()
+
+
+def _branches_move(state: RunState, group: ParallelState, now_ms: int) -> Move:
+    """An open `parallel` call whose session ended (a crash, a backoff): settle what a
+    crash left ambiguous branch by branch, then run the flow again when a branch can
+    start (a retry is due, or one never started) or sleep until the first retry."""
+    effects = sorted(state.effects.values(), key=lambda effect: effect.step_index)
+    stuck = [effect for effect in effects if effect.status in STUCK]
+    for effect in stuck:
+        if effect.idempotent and effect.ambiguities <= MAX_AMBIGUOUS_RERUNS:
+            at = new_event(EventType.EFFECT_RETRY_REQUESTED, effect_id=effect.effect_id, at=now_ms)
+            return Emit((at,))
+    if stuck:
+        # Each needs its own operator retry; the run parks again while one is left.
+        return Emit((park(stuck[0], stuck[0].name or stuck[0].effect_id),))
+    if any(effect.status == "dispatched" for effect in effects):
+        return Idle("in_flight")
+    # Answered branches leave `effects`; an unanswered one without an effect never started.
+    unstarted = sum(entry is None for entry in group.results) - len(effects)
+    due = [effect.next_attempt_at or 0 for effect in effects if effect.status == "retry_wait"]
+    if unstarted > 0 or not due or min(due) <= now_ms:
+        return RunFlow()
+    return Sleep(min(due))
 
 
 def _operator_retry(state: RunState, item: InboxItem, now_ms: int) -> Move:

@@ -65,6 +65,34 @@ class WaitState:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ParallelState:
+    """A Python flow's `parallel` call whose branches have not all finished.
+
+    The call takes the journal positions `position` to `position + len(names) - 1`,
+    one per branch in argument order. A branch's final answer waits in `results` at
+    its index until every branch has one; the whole call then joins the journal at
+    once, so the journal only ever grows by complete calls, whatever order the
+    branches finished in.
+    """
+
+    position: int
+    names: tuple[str, ...]
+    fail_fast: bool
+    max_parallel: int
+    results: tuple[Mapping[str, Any] | None, ...]
+
+    @property
+    def stopping(self) -> bool:
+        """A branch failed for good and the call fails fast: no branch starts again."""
+        return self.fail_fast and any(failed(entry) for entry in self.results)
+
+
+def failed(entry: Mapping[str, Any] | None) -> bool:
+    """Whether a branch's recorded answer is a failure of its own (not a stop asked of it)."""
+    return entry is not None and not entry["ok"] and not entry.get("cancelled")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RunState:
     """Everything the planner needs to decide a run's next move.
 
@@ -90,6 +118,8 @@ class RunState:
     """A graph flow's completed steps, by index."""
     failure: str | None = None
     """A graph flow's first step failure, while its other branches stop before it fails."""
+    parallel: ParallelState | None = None
+    """A Python flow's `parallel` call still running (its branches are its effects)."""
 
     @property
     def settled(self) -> bool:
@@ -109,6 +139,7 @@ _OPTIONAL_RUN: dict[str, Any] = {
     "journal": (),
     "done": frozenset(),
     "failure": None,
+    "parallel": None,
 }
 _OPTIONAL_EFFECT: dict[str, Any] = {"name": None, "give_up_at": None, "supervised": None}
 
@@ -123,6 +154,10 @@ def state_to_json(state: RunState) -> dict[str, Any]:
         data["journal"] = [dict(entry) for entry in data["journal"]]
     if "done" in data:
         data["done"] = sorted(data["done"])
+    if "parallel" in data:
+        parallel = data["parallel"]
+        parallel["names"] = list(parallel["names"])
+        parallel["results"] = [None if r is None else dict(r) for r in parallel["results"]]
     for effect in data["effects"].values():
         for name, unset in _OPTIONAL_EFFECT.items():
             if effect[name] == unset:
@@ -141,10 +176,28 @@ def state_from_json(data: Mapping[str, Any]) -> RunState:
         waits = {k: WaitState(**v) for k, v in data["waits"].items()}
         journal = tuple(dict(entry) for entry in data.get("journal", ()))
         done = frozenset(int(index) for index in data.get("done", ()))
-        fields = {k: v for k, v in data.items() if k not in {"effects", "waits", "journal", "done"}}
-        return RunState(**fields, effects=effects, waits=waits, journal=journal, done=done)
+        parallel = _parallel_from_json(data.get("parallel"))
+        fields = {k: v for k, v in data.items() if k not in _STRUCTURED}
+        return RunState(
+            **fields, effects=effects, waits=waits, journal=journal, done=done, parallel=parallel
+        )
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
         raise CorruptHistoryError(f"snapshot does not match fold v{FOLD_VERSION}: {exc}") from exc
+
+
+_STRUCTURED = frozenset({"effects", "waits", "journal", "done", "parallel"})
+
+
+def _parallel_from_json(data: Mapping[str, Any] | None) -> ParallelState | None:
+    if data is None:
+        return None
+    return ParallelState(
+        position=int(data["position"]),
+        names=tuple(str(name) for name in data["names"]),
+        fail_fast=bool(data["fail_fast"]),
+        max_parallel=int(data["max_parallel"]),
+        results=tuple(None if r is None else dict(r) for r in data["results"]),
+    )
 
 
 def state_hash(state: RunState) -> str:

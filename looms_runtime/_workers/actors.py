@@ -56,7 +56,7 @@ class Slot:
         "attempts",
         "discard",
         "flow",
-        "flow_effect",
+        "flow_effects",
         "ops",
         "reply",
         "run",
@@ -77,8 +77,9 @@ class Slot:
         self.stash: list[Op] = []
         self.flow: Any = None
         """The run's live Python flow session, if any."""
-        self.flow_effect: str | None = None
-        """The effect its session runs now (dispatched, outcome not yet asked)."""
+        self.flow_effects: set[str] = set()
+        """The effects its session runs now (dispatched, outcome not yet asked): one
+        step, or the branches of a `parallel` call."""
         self.reply: Any = None
         """An answer to the session's last ask, sent once the ask's events are durable."""
         self.abandon_at: int | None = None
@@ -101,8 +102,7 @@ class Slot:
 
     def in_flight(self) -> tuple[str, ...]:
         """The effects this process runs now for the run (none of them is ambiguous)."""
-        ids = tuple(self.attempts)
-        return (*ids, self.flow_effect) if self.flow_effect else ids
+        return (*self.attempts, *self.flow_effects)
 
     def tokens(self) -> list[CancelToken]:
         """The cancel tokens of what runs now."""

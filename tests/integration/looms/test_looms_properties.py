@@ -1,8 +1,9 @@
 """Properties of real logs, written by a real runtime for generated flows and requests.
 
-- A Python flow's log folds to the same state from any snapshot plus the delta after
-  it, and replaying the flow function over its final journal asks for nothing new:
-  it answers every call from the log and returns the recorded result.
+- A Python flow's log (with `parallel` calls among its steps) folds to the same state
+  from any snapshot plus the delta after it, and replaying the flow function over
+  its final journal asks for nothing new: it answers every call from the log and
+  returns the recorded result.
 - A signal delivered several times under one key is applied once.
 """
 
@@ -16,14 +17,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from looms_runtime import Runtime, StartRequest, StepContext
-from looms_runtime._engine.flow_session import AskFinish, FlowAsk, FlowSession
+from looms_runtime._engine.flow_asks import AskFinish, FlowAsk
+from looms_runtime._engine.flow_session import FlowSession
 from looms_runtime._history.events import RecordedEvent
 from looms_runtime._history.fold import RunState, fold_recorded, state_from_json, state_to_json
 from looms_runtime.flow import FlowContext, Retry, StepFailedError, WaitTimeoutError
 from tests.factories import MakeRuntime
 
 HERE = __name__
-OPS = st.lists(st.sampled_from(["ok", "fail", "retry", "now", "id", "sleep", "signal"]), max_size=8)
+OPS = st.lists(
+    st.sampled_from(["ok", "fail", "retry", "now", "id", "sleep", "signal", "par", "par_fail"]),
+    max_size=8,
+)
 PROPERTY = settings(
     max_examples=25,
     deadline=None,
@@ -64,6 +69,18 @@ def program(ctx: FlowContext, ops: list[str]) -> list[Any]:
             out.append(ctx.new_id())
         elif op == "sleep":
             ctx.sleep(0)
+        elif op == "par":
+            retry = Retry(max_attempts=2, backoff=0)
+            out.append(
+                ctx.parallel(
+                    ctx.branch(f"s{i}a", echo, i), ctx.branch(f"s{i}b", fails_first, i, retry=retry)
+                )
+            )
+        elif op == "par_fail":
+            try:
+                ctx.parallel(ctx.branch(f"s{i}a", echo, i), ctx.branch(f"s{i}b", fail))
+            except StepFailedError as exc:
+                out.append(exc.step)
         else:
             try:
                 out.append(ctx.wait_signal("never", timeout=0))
