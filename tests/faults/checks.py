@@ -236,6 +236,26 @@ def ledger_against_runs(obs: Observations) -> Json:
     return result
 
 
+def stale_rows(ledger: list[Json], runs: list[Json]) -> list[Json]:
+    """Rows `launched` (or `launching`) whose run the runtime has already settled."""
+    by_id = {r["run_id"]: r for r in runs}
+    by_key = {r.get("idempotency_key"): r for r in runs if r.get("idempotency_key")}
+    found = []
+    for row in ledger:
+        if row["outcome"] not in {"launched", "launching"}:
+            continue
+        run = by_id.get(row.get("run_id") or "") or by_key.get(row.get("idempotency_key"))
+        if run is not None and run.get("status") in SETTLED:
+            found.append(
+                {
+                    **_brief(row),
+                    "run_status": run["status"],
+                    "run_settled_at": run.get("settled_at"),
+                }
+            )
+    return found
+
+
 def buffered_left(obs: Observations) -> int:
     """Rows still `buffered` when everything settled (pending, not lost: reported only)."""
     return sum(1 for r in scheduled_rows(obs) if r["outcome"] == "buffered")

@@ -2,7 +2,7 @@
 
 A scenario takes tens of seconds of real daemons, so its report is a module-scoped
 fixture and every promise is its own test (one broken promise does not hide
-another). The report is written to `$TRIGGERS_FAULTS_REPORT_DIR/<scenario>.json`
+another). The report is written to `$TRIGGERS_TEST_FAULTS_REPORT_DIR/<scenario>.json`
 when that variable is set, and its headline is printed (shown with `-s` or `-rA`).
 """
 
@@ -24,12 +24,12 @@ IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 
 
 def run_scenario(name: str, **params: Any) -> Json:
-    """Run scenario `name` with CI-sized `params`; `TRIGGERS_FAULTS_SEED` fixes its seed."""
-    seed = os.environ.get("TRIGGERS_FAULTS_SEED")
+    """Run scenario `name` with CI-sized `params`; `TRIGGERS_TEST_FAULTS_SEED` fixes its seed."""
+    seed = os.environ.get("TRIGGERS_TEST_FAULTS_SEED")
     if seed is not None and name in {"kill9", "sigterm", "three_daemons"}:
         params.setdefault("seed", int(seed))
     report = SCENARIOS[name](**params)
-    directory = os.environ.get("TRIGGERS_FAULTS_REPORT_DIR")
+    directory = os.environ.get("TRIGGERS_TEST_FAULTS_REPORT_DIR")
     if directory:
         Path(directory).mkdir(parents=True, exist_ok=True)
         (Path(directory) / f"{name}.json").write_text(json.dumps(report, indent=2))

@@ -11,6 +11,7 @@ checks. Nothing here reads the database directly: what is judged is what a user 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -30,6 +31,7 @@ from typing import Any, Protocol
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
+from tests.faults.checks import stale_rows
 from tests.faults.observations import ExecLine, Fault, Observations, epoch, read_executions
 from tests.faults.plan import Plan, declarations
 
@@ -176,6 +178,7 @@ class Lab:
     faults: list[Fault] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     final_stops: list[dict[str, Any]] = field(default_factory=list)
+    snapshots: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.root = Path(tempfile.mkdtemp(prefix="triggers-faults-"))
@@ -249,6 +252,42 @@ class Lab:
             fault.incarnation = len(self.incarnations) - 1
         self.faults.append(fault)
         return fault
+
+    def crash_host(self, slot: int = 0, *, restart: bool = True) -> Fault:
+        """SIGKILL the daemon and every step still running (with any supervisor of theirs).
+
+        What a reboot or an OOM kill of the whole service does: the one fault after
+        which a step's outcome is really unknown.
+        """
+        running = self._running_steps()
+        fault = self.kill9(slot, restart=False, detail="host_crash")
+        for pid in running:
+            parent = _parent(pid)
+            with contextlib.suppress(OSError):
+                os.killpg(pid, signal.SIGKILL)
+            # A step's parent is init once the daemon died, unless a supervisor holds it.
+            if parent not in {None, 0, 1, os.getpid()}:
+                with contextlib.suppress(OSError):
+                    os.kill(parent, signal.SIGKILL)
+        if restart:
+            fault.restart_at = time.time()
+            self.start(slot, host=fault.host)
+            fault.incarnation = len(self.incarnations) - 1
+        return fault
+
+    def _running_steps(self) -> list[int]:
+        """Shell pids of this run's steps that are still alive (checked in /proc)."""
+        found = []
+        for line in self._executions():
+            if line.phase != "start":
+                continue
+            try:
+                cmdline = Path(f"/proc/{line.pid}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if str(self.exec_log).encode() in cmdline:
+                found.append(line.pid)
+        return found
 
     def sigterm(self, slot: int = 0, *, restart: bool = True, detail: str = "") -> Fault:
         """SIGTERM the slot's daemon, wait for its exit (timed), restart it at once."""
@@ -325,6 +364,16 @@ class Lab:
             "still_active": len(still),
         }
 
+    def snapshot(self, *, after: str) -> dict[str, Any]:
+        """With no daemon running: rows still `launched`/`launching` for settled runs."""
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            history = pool.submit(self.cli_json, "history", "--limit", "100000")
+            runs = pool.submit(self.cli_json, "runs", "list", "--limit", "100000")
+            stale = stale_rows(history.result(), runs.result())
+        taken = {"at": time.time(), "after": after, "stale": len(stale), "examples": stale[:10]}
+        self.snapshots.append(taken)
+        return taken
+
     def stop_all(self) -> None:
         """SIGTERM every live daemon at once; their exit codes and times are recorded."""
         live = [i for i in self.incarnations if i.proc.poll() is None]
@@ -392,6 +441,7 @@ class Lab:
             unexpected_exits=exits,
             startups=self._startups(),
             jumps=jumps or [],
+            snapshots=list(self.snapshots),
             notes=list(self.notes),
         )
 
@@ -454,18 +504,17 @@ class Lab:
     def _kill_leftover_steps(self) -> None:
         # A step runs in its own session (its shell leads the group): kill that group
         # only when /proc confirms it is still one of this run's steps.
-        for line in self._executions():
-            if line.phase != "start":
-                continue
-            try:
-                cmdline = Path(f"/proc/{line.pid}/cmdline").read_bytes()
-            except OSError:
-                continue
-            if str(self.exec_log).encode() in cmdline:
-                try:
-                    os.killpg(line.pid, signal.SIGKILL)
-                except OSError:
-                    continue
+        for pid in self._running_steps():
+            with contextlib.suppress(OSError):
+                os.killpg(pid, signal.SIGKILL)
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[1])
 
 
 def _shifted(lines: list[ExecLine], jumps: list[dict[str, Any]]) -> list[ExecLine]:

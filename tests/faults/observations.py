@@ -101,6 +101,8 @@ class Observations:
     unexpected_exits: list[Json] = field(default_factory=list)
     startups: list[Json] = field(default_factory=list)
     jumps: list[Json] = field(default_factory=list)
+    snapshots: list[Json] = field(default_factory=list)
+    """Ledger checks taken while no daemon ran (between a stop and the restart)."""
     notes: list[str] = field(default_factory=list)
 
 

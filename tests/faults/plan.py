@@ -109,10 +109,25 @@ def steps(*specs: tuple[str, float, bool]) -> tuple[StepSpec, ...]:
     return tuple(StepSpec(id=i, seconds=s, idempotent=idem) for i, s, idem in specs)
 
 
-def mixed(*, long_s: float = 3.0) -> Plan:
-    """Every-second and every-2s triggers over skip, buffer and allow, (non-)idempotent steps."""
+def mixed(*, long_s: float = 3.0, burst: int = 0) -> Plan:
+    """Every-second and every-2s triggers over skip, buffer and allow, (non-)idempotent steps.
+
+    `burst` adds that many every-second triggers with a short non-idempotent step, so
+    each second launches and dispatches more runs at once (more for a kill to cut).
+    """
+    extra = tuple(
+        TriggerSpec(
+            id=f"burst-{n}",
+            every_s=1,
+            overlap="allow",
+            max_active=2,
+            steps=steps(("s", 0.2, False)),
+        )
+        for n in range(burst)
+    )
     return Plan(
         triggers=(
+            *extra,
             TriggerSpec(id="skip-short", every_s=1, overlap="skip", steps=steps(("s", 0.3, False))),
             TriggerSpec(
                 id="skip-long", every_s=2, overlap="skip", steps=steps(("s", long_s, False))
@@ -150,8 +165,10 @@ def long_steps(*, seconds: float) -> Plan:
                 every_s=2,
                 overlap="allow",
                 max_active=3,
-                steps=steps(("s", seconds + 2, False)),
+                steps=steps(("s", seconds, False)),
             ),
+            # Shorter than the shutdown grace: it ends while a stopping daemon waits.
+            TriggerSpec(id="mid-skip", every_s=2, overlap="skip", steps=steps(("s", 4.0, False))),
             TriggerSpec(
                 id="long-idem", every_s=2, overlap="skip", steps=steps(("s", seconds - 2, True))
             ),

@@ -25,7 +25,7 @@ from tests.faults.report import build_report
 STARTUP_LEAD_S = 3.0
 """Triggers end this long after the first spawn plus the fault window (start-up time)."""
 START_TIMEOUT_S = 60.0
-MOMENTS = ("mid_launch", "between_ticks", "inside_step")
+MOMENTS = ("mid_launch", "after_launch", "between_ticks", "inside_step")
 LIBFAKETIME_GLOBS = (
     "/usr/lib/*/faketime/libfaketimeMT.so.1",
     "/usr/lib/faketime/libfaketimeMT.so.1",
@@ -58,13 +58,15 @@ def _started(lab: Lab, slot: int = 0) -> None:
 def _position(lab: Lab, moment: str, rng: random.Random) -> None:
     """Wait for a moment of the kind asked (occurrences fall on whole seconds)."""
     now = time.time()
-    if moment == "mid_launch":
-        # Aim inside the launch: between the claims' commit and the launch records,
-        # which the daemon's recent launch latencies bound.
+    if moment in {"mid_launch", "after_launch"}:
+        # The daemon's recent launch latencies (occurrence to launch recorded) place
+        # the launch: `mid_launch` aims between the claims' commit and the launch
+        # records, `after_launch` just after them, while the first steps are dispatched.
         # (Catch-up launches after a restart are seconds late: not the launch's own time.)
         seen = [ms for i in lab.incarnations[-3:] for ms in i.launch_latencies_ms() if ms < 200]
         typical = sorted(seen[-40:])[len(seen[-40:]) // 2] / 1000 if seen else 0.012
-        _sleep_until(int(now) + 1 + rng.uniform(0.3, 0.95) * typical)
+        scale = rng.uniform(0.3, 0.95) if moment == "mid_launch" else rng.uniform(1.0, 2.5)
+        _sleep_until(int(now) + 1 + scale * typical)
     elif moment == "between_ticks":
         _sleep_until(int(now) + 1 + rng.uniform(0.35, 0.65))
     else:
@@ -116,6 +118,10 @@ def _kill_storm(
         if not cycle:
             cycle = rng.sample(moments, len(moments))
         moment = cycle.pop()
+        if moment == "host_crash":
+            _position(lab, "inside_step", rng)
+            lab.crash_host(slot)
+            continue
         _position(lab, moment, rng)
         lab.kill9(slot, detail=moment)
 
@@ -128,6 +134,7 @@ def kill9(
     up_s: tuple[float, float] = (0.5, 3.0),
     settle_s: float = 20,
     moments: tuple[str, ...] = MOMENTS,
+    burst: int = 0,
     keep: bool = False,
 ) -> Json:
     """SIGKILL the daemon at random moments (mid-launch, between ticks, inside a step)
@@ -140,8 +147,9 @@ def kill9(
         "up_s": list(up_s),
         "settle_s": settle_s,
         "moments": list(moments),
+        "burst": burst,
     }
-    with Lab(plan=plans.mixed(), backend_name=backend, keep=keep) as lab:
+    with Lab(plan=plans.mixed(burst=burst), backend_name=backend, keep=keep) as lab:
         lab.write_config(end_at=_end_at(seconds))
         lab.start(0)
         _kill_storm(lab, rng, slots=1, up_s=up_s, moments=moments)
@@ -171,13 +179,20 @@ def sigterm(
     with Lab(plan=plans.long_steps(seconds=step_s), backend_name=backend, keep=keep) as lab:
         lab.write_config(end_at=_end_at(seconds))
         lab.start(0)
-        for _ in range(terms):
+        for term in range(terms):
             _started(lab)
             deadline = time.time() + step_s + 5
             while not _long_step_running(lab) and time.time() < deadline:
                 time.sleep(0.05)
             time.sleep(rng.uniform(1.0, 3.0))
-            lab.sigterm(detail="inside_long_step")
+            last = term == terms - 1
+            fault = lab.sigterm(detail="inside_long_step", restart=not last)
+            if last:
+                # What a user sees while no daemon runs (an upgrade in progress).
+                lab.snapshot(after="sigterm")
+                fault.restart_at = time.time()
+                lab.start(0)
+                fault.incarnation = len(lab.incarnations) - 1
         _started(lab)
         return _finish(lab, scenario="sigterm", params=params, settle_s=step_s + settle_s)
 
@@ -262,7 +277,7 @@ def pg_restart(
 
 def libfaketime() -> str | None:
     """The multithreaded libfaketime (Debian `libfaketime`), or None."""
-    given = os.environ.get("TRIGGERS_FAULTS_LIBFAKETIME")
+    given = os.environ.get("TRIGGERS_TEST_LIBFAKETIME")
     if given:
         return given
     for pattern in LIBFAKETIME_GLOBS:

@@ -17,7 +17,15 @@ def report() -> Json:
         seconds=18,
         up_s=(0.2, 1.5),
         settle_s=15,
-        moments=("mid_launch", "mid_launch", "between_ticks", "inside_step"),
+        moments=(
+            "mid_launch",
+            "after_launch",
+            "mid_launch",
+            "between_ticks",
+            "inside_step",
+            "host_crash",
+        ),
+        burst=3,
     )
 
 

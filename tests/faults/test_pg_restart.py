@@ -1,6 +1,6 @@
 """The PostgreSQL server restarted under a running daemon.
 
-It restarts the whole server, so it runs only when `TRIGGERS_FAULTS_PG_CLUSTER`
+It restarts the whole server, so it runs only when `TRIGGERS_TEST_PG_CLUSTER`
 names a cluster this machine may restart (`15/main`: `pg_ctlcluster 15 main
 restart`), never against a server other runs share by accident.
 """
@@ -22,13 +22,13 @@ pytestmark = [
     pytest.mark.timeout(300),
 ]
 
-CLUSTER = os.environ.get("TRIGGERS_FAULTS_PG_CLUSTER")
+CLUSTER = os.environ.get("TRIGGERS_TEST_PG_CLUSTER")
 
 
 @pytest.fixture(scope="module")
 def report(pg_admin: sa.Engine) -> Json:
     if not CLUSTER:
-        pytest.skip("restarting PostgreSQL needs TRIGGERS_FAULTS_PG_CLUSTER (e.g. 15/main)")
+        pytest.skip("restarting PostgreSQL needs TRIGGERS_TEST_PG_CLUSTER (e.g. 15/main)")
     return run_scenario("pg_restart", cluster=CLUSTER, seconds=15, restarts=1, settle_s=15)
 
 

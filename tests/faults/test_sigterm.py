@@ -12,7 +12,8 @@ pytestmark = [pytest.mark.faults, pytest.mark.xdist_group("faults"), pytest.mark
 
 @pytest.fixture(scope="module")
 def report() -> Json:
-    return run_scenario("sigterm", step_s=11, terms=2, seconds=20, settle_s=15)
+    # Steps twice the shutdown grace (10 s): a stop must neither wait them out nor lose them.
+    return run_scenario("sigterm", step_s=20, terms=1, seconds=16, settle_s=15)
 
 
 def test_sigterm_exits_promptly_while_steps_run(report: Json) -> None:
@@ -49,6 +50,10 @@ def test_sigterm_parks_no_run_whose_step_finished(report: Json) -> None:
 
 def test_sigterm_adopts_and_completes_every_interrupted_run(report: Json) -> None:
     holds(report, "interrupted_runs_resume")
+
+
+def test_sigterm_ledger_is_fresh_while_no_daemon_runs(report: Json) -> None:
+    holds(report, "ledger_fresh_while_stopped")
 
 
 def test_sigterm_skips_nothing_silently_behind_a_parked_run(report: Json) -> None:

@@ -201,7 +201,14 @@ def stalled_skips(obs: Observations) -> Json:
                     }
                 )
     silent = counts["behind_parked_silent"] + counts["behind_idle_silent"]
-    return {"count": sum(counts.values()), "silent": silent, **dict(counts), "examples": examples}
+    behind_parked = counts["behind_parked_silent"] + counts["behind_parked_named"]
+    return {
+        "count": sum(counts.values()),
+        "silent": silent,
+        "behind_parked": behind_parked,
+        **dict(counts),
+        "examples": examples,
+    }
 
 
 def _parked_by(obs: Observations, runs: dict[str, Json], run_id: str | None, at: float) -> bool:
