@@ -31,6 +31,7 @@ lint: install-test
 
 test: lint
 	$(BIN)/pytest -n 2 --dist loadgroup
+	$(BIN)/pytest -m faults tests/faults
 
 unit: install-test
 	$(BIN)/pytest tests/unit

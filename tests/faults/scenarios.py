@@ -330,7 +330,9 @@ def clock_jump(
         )
         per_cycle = 2 * hold_s + back_s + after_s
         net = cycles * (forward_s - back_s)
-        lab.write_config(end_at=_end_at(cycles * per_cycle + 2) + net)
+        # Slack: a slow start-up shifts the jumps later, and the end (on the faked
+        # clock) must still come after the last jump's horizon.
+        lab.write_config(end_at=_end_at(cycles * per_cycle + 10) + net)
         lab.start(0)
         _started(lab)
         offset, jumps = 0.0, []

@@ -38,15 +38,16 @@ def test_kill9_accounts_every_occurrence_exactly_once(report: Json) -> None:
 
 
 @pytest.mark.xfail(
-    strict=True,
-    reason="a launch claimed just before the kill stays `launching` for the 5 min lease",
+    strict=False,
+    reason="intermittent today: a launch claimed before a kill stays `launching` (5 min lease)",
 )
 def test_kill9_leaves_no_row_launching(report: Json) -> None:
     holds(report, "no_row_left_launching")
 
 
 @pytest.mark.xfail(
-    strict=True, reason="a dead owner's runs wait out the runtime's owner lease (30 s)"
+    strict=False,
+    reason="intermittent today: a dead owner's runs wait out the 30 s owner lease",
 )
 def test_kill9_leaves_no_run_active_after_settling(report: Json) -> None:
     holds(report, "no_run_left_active")
@@ -65,14 +66,17 @@ def test_kill9_parks_no_run_whose_step_never_started(report: Json) -> None:
 
 
 @pytest.mark.xfail(
-    strict=True,
-    reason="a step that outlived the daemon and finished is declared ambiguous and its run parked",
+    strict=False,
+    reason="intermittent today: a step that outlived the daemon is parked once the lease ends",
 )
 def test_kill9_parks_no_run_whose_step_finished(report: Json) -> None:
     holds(report, "no_park_of_finished_step")
 
 
-@pytest.mark.xfail(strict=True, reason="interrupted runs are parked or wait out the owner lease")
+@pytest.mark.xfail(
+    strict=False,
+    reason="intermittent today: runs interrupted late are parked or still wait out the lease",
+)
 def test_kill9_resumes_every_interrupted_run(report: Json) -> None:
     holds(report, "interrupted_runs_resume")
 

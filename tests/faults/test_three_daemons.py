@@ -54,13 +54,17 @@ def test_three_daemons_park_no_run_whose_step_never_started(report: Json) -> Non
 
 
 @pytest.mark.xfail(
-    strict=True, reason="a step that outlived its daemon is declared ambiguous and its run parked"
+    strict=False,
+    reason="intermittent today: a step that outlived its daemon is parked once the lease ends",
 )
 def test_three_daemons_park_no_run_whose_step_finished(report: Json) -> None:
     holds(report, "no_park_of_finished_step")
 
 
-@pytest.mark.xfail(strict=True, reason="interrupted runs are parked or wait out the owner lease")
+@pytest.mark.xfail(
+    strict=False,
+    reason="intermittent today: runs interrupted late are parked or still wait out the lease",
+)
 def test_three_daemons_resume_every_interrupted_run(report: Json) -> None:
     holds(report, "interrupted_runs_resume")
 
