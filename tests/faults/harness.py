@@ -17,145 +17,36 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
-import uuid
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Protocol
-
-import sqlalchemy as sa
-from sqlalchemy.engine import make_url
+from typing import Any
 
 from tests.faults.checks import stale_rows
-from tests.faults.observations import ExecLine, Fault, Observations, epoch, read_executions
+from tests.faults.observations import (
+    ExecLine,
+    Fault,
+    Observations,
+    on_daemon_clock,
+    read_executions,
+)
 from tests.faults.plan import Plan, declarations
-
-TRIGGERS = shutil.which("triggers", path=str(Path(sys.executable).parent)) or "triggers"
-DEFAULT_PG_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
-CLI_TIMEOUT_S = 180.0
-SHOW_LIMIT = 40
-"""At most this many `runs show` calls per collection (each is a process start)."""
-
-
-def pg_url() -> str:
-    """The PostgreSQL server fault runs create their databases on."""
-    return os.environ.get("TRIGGERS_TEST_PG_URL") or DEFAULT_PG_URL
-
-
-_AUDIT: list[bool] = []
-
-
-def audit_available() -> bool:
-    """Whether the installed CLI has `triggers audit` (asked once per process)."""
-    if not _AUDIT:
-        probe = subprocess.run(
-            [TRIGGERS, "audit", "--help"], capture_output=True, timeout=CLI_TIMEOUT_S, check=False
-        )
-        _AUDIT.append(probe.returncode == 0)
-    return _AUDIT[0]
-
-
-class Backend(Protocol):
-    name: str
-    env: dict[str, str]
-
-    def close(self) -> None: ...
-
-
-class SqliteBackend:
-    """The embedded default: a state directory, the daemon creates `triggers.sqlite` in it."""
-
-    name = "sqlite"
-
-    def __init__(self, root: Path) -> None:
-        self.env = {"TRIGGERS_STATE_DIRECTORY": str(root / "state")}
-
-    def close(self) -> None:
-        return
-
-
-class PostgresBackend:
-    """A database of its own on the server; the first daemon migrates it (it is empty)."""
-
-    name = "postgres"
-
-    def __init__(self, server_url: str) -> None:
-        self._admin_url = server_url
-        self.database = f"faults_{uuid.uuid4().hex[:12]}"
-        self._run(f'CREATE DATABASE "{self.database}"')
-        url = make_url(server_url).set(database=self.database)
-        self.env = {"TRIGGERS_DATABASE_URL": url.render_as_string(hide_password=False)}
-
-    def _run(self, statement: str) -> None:
-        engine = sa.create_engine(self._admin_url, isolation_level="AUTOCOMMIT")
-        try:
-            with engine.connect() as conn:
-                conn.execute(sa.text(statement))
-        finally:
-            engine.dispose()
-
-    def close(self) -> None:
-        # The server may still be coming back from a restart scenario.
-        for _ in range(30):
-            try:
-                self._run(f'DROP DATABASE IF EXISTS "{self.database}" WITH (FORCE)')
-            except sa.exc.OperationalError:
-                time.sleep(1)
-            else:
-                return
-
-
-@dataclass(slots=True)
-class Incarnation:
-    """One daemon process of a slot."""
-
-    slot: int
-    number: int
-    host: str | None
-    log: Path
-    proc: subprocess.Popen[bytes]
-    spawned_at: float
-    signalled: bool = False
-
-    def events(self) -> list[dict[str, Any]]:
-        found = []
-        for line in self.log.read_text(errors="replace").splitlines():
-            try:
-                found.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
-        return found
-
-    def event_at(self, name: str) -> float | None:
-        for event in self.events():
-            if event.get("event") == name:
-                return epoch(event.get("timestamp"))
-        return None
-
-    def launch_latencies_ms(self) -> list[float]:
-        """The `latency_ms` of its `run_launched` log lines (occurrence to launch recorded)."""
-        return [
-            float(e["latency_ms"])
-            for e in self.events()
-            if e.get("event") == "run_launched" and isinstance(e.get("latency_ms"), int | float)
-        ]
-
-    def wait_started(self, timeout: float) -> float | None:
-        """When it logged `daemon_started`, or None if it did not within `timeout` (or died)."""
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            at = self.event_at("daemon_started")
-            if at is not None:
-                return at
-            if self.proc.poll() is not None:
-                return None
-            time.sleep(0.05)
-        return None
+from tests.faults.processes import (
+    CLI_TIMEOUT_S,
+    SHOW_LIMIT,
+    TRIGGERS,
+    Backend,
+    Incarnation,
+    PostgresBackend,
+    SqliteBackend,
+    audit_available,
+    parent_pid,
+    pg_url,
+)
 
 
 @dataclass(slots=True)
@@ -262,7 +153,7 @@ class Lab:
         running = self._running_steps()
         fault = self.kill9(slot, restart=False, detail="host_crash")
         for pid in running:
-            parent = _parent(pid)
+            parent = parent_pid(pid)
             with contextlib.suppress(OSError):
                 os.killpg(pid, signal.SIGKILL)
             # A step's parent is init once the daemon died, unless a supervisor holds it.
@@ -432,7 +323,7 @@ class Lab:
             ledger=ledger,
             runs=all_runs,
             shown={s["run_id"]: s for s in shows},
-            executions=_shifted(self._executions(), jumps or []),
+            executions=on_daemon_clock(self._executions(), jumps or []),
             faults=self._faults_with_ready(),
             audit=audit_result,
             status_exit_code=status_result.returncode,
@@ -507,26 +398,3 @@ class Lab:
         for pid in self._running_steps():
             with contextlib.suppress(OSError):
                 os.killpg(pid, signal.SIGKILL)
-
-
-def _parent(pid: int) -> int | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return int(stat.rsplit(")", 1)[1].split()[1])
-
-
-def _shifted(lines: list[ExecLine], jumps: list[dict[str, Any]]) -> list[ExecLine]:
-    if not jumps:
-        return lines
-    ordered = sorted(jumps, key=lambda j: j["at"])
-
-    def offset(at: float) -> float:
-        found = float(ordered[0]["offset_before"])
-        for jump in ordered:
-            if jump["at"] <= at:
-                found = float(jump["offset_after"])
-        return found
-
-    return [replace(line, at=line.at + offset(line.at)) for line in lines]

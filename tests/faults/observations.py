@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -117,3 +117,19 @@ def epoch_ms(text: str) -> int:
     """An RFC 3339 instant as integer Unix milliseconds (occurrences are whole ms)."""
     stamp = datetime.fromisoformat(text.replace("Z", "+00:00"))
     return round(stamp.timestamp() * 1000)
+
+
+def on_daemon_clock(lines: list[ExecLine], jumps: list[Json]) -> list[ExecLine]:
+    """The steps' real timestamps moved onto a daemon clock that jumped by `jumps`."""
+    if not jumps:
+        return lines
+    ordered = sorted(jumps, key=lambda j: j["at"])
+
+    def offset(at: float) -> float:
+        found = float(ordered[0]["offset_before"])
+        for jump in ordered:
+            if jump["at"] <= at:
+                found = float(jump["offset_after"])
+        return found
+
+    return [replace(line, at=line.at + offset(line.at)) for line in lines]

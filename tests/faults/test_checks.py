@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from tests.faults import checks, timing
-from tests.faults.observations import ExecLine, Fault, Json, Observations
+from tests.faults.observations import ExecLine, Fault, Json, Observations, on_daemon_clock
 from tests.faults.plan import Plan, TriggerSpec, steps
 from tests.faults.report import build_report
 
@@ -219,3 +219,15 @@ def test_a_clean_run_holds_every_invariant_it_can_check() -> None:
 
     assert report["violations"] == []
     assert report["invariants"]["audit_clean"]["ok"] is None
+
+
+def test_step_times_move_onto_the_daemon_clock_by_the_offset_in_force() -> None:
+    jumps: list[Json] = [
+        {"at": BASE + 10.0, "offset_before": 0.0, "offset_after": 90.0},
+        {"at": BASE + 20.0, "offset_before": 90.0, "offset_after": 70.0},
+    ]
+    lines = [line("r", "start", t) for t in (5.0, 15.0, 25.0)]
+
+    moved = on_daemon_clock(lines, jumps)
+
+    assert [m.at - BASE for m in moved] == [5.0, 105.0, 95.0]
