@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 CONFIG ?= examples/triggers.yaml
 
-.PHONY: run test lint unit install install-test clean
+.PHONY: run test lint unit faults faketime install install-test clean
 
 $(BIN)/triggers: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,9 +31,21 @@ lint: install-test
 
 test: lint
 	$(BIN)/pytest -n 2 --dist loadgroup
+	$(BIN)/pytest -m faults tests/faults
 
 unit: install-test
 	$(BIN)/pytest tests/unit
+
+# The fault tests (real daemons killed, stopped, clock-jumped): see docs/reliability.md.
+faults: install-test faketime
+	$(BIN)/pytest -m faults tests/faults
+
+# libfaketime for the clock-jump fault test (Debian/Ubuntu package `faketime`).
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+faketime:
+	@ls /usr/lib/*/faketime/libfaketimeMT.so.1 >/dev/null 2>&1 || \
+		$(SUDO) apt-get install -y faketime || \
+		{ $(SUDO) apt-get update && $(SUDO) apt-get install -y faketime; }
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -30,10 +30,11 @@ from triggers.store.schema import metadata as store_metadata
 PG_URL = os.environ.get("TRIGGERS_TEST_PG_URL")
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 
-# The test server's URL stays: xdist workers inherit this environment, and settings
-# ignore a name they do not declare.
+# The test run's own variables (`TRIGGERS_TEST_*`: the server's URL, the fault tests'
+# options) stay: xdist workers inherit this environment, and settings ignore a name
+# they do not declare.
 for _name in list(os.environ):
-    if _name.startswith("TRIGGERS_") and _name != "TRIGGERS_TEST_PG_URL":
+    if _name.startswith("TRIGGERS_") and not _name.startswith("TRIGGERS_TEST_"):
         del os.environ[_name]
 
 
