@@ -17,6 +17,7 @@ from looms_runtime._engine.maintenance import Maintenance, Retention
 from looms_runtime._engine.recovery import resume
 from looms_runtime._history.planner import InboxItem
 from looms_runtime._operations.queries import (
+    count,
     events_of,
     inspect,
     project,
@@ -82,6 +83,9 @@ class Runtime:
             supervisor process that outlives this one; a later runtime on the same
             host with the same directory adopts them, or records what they did. None:
             a temporary directory (attempts then cannot be adopted after a restart).
+        log_attributes: names of run attributes (`StartRequest.attributes`) bound to
+            every log line about the run, next to its `run_id`: a host that starts
+            runs for its own entities (a scheduler's `trigger_id`) finds them by it.
     """
 
     def __init__(
@@ -102,6 +106,7 @@ class Runtime:
         tombstone_retention: timedelta | None = None,
         attempts_dir: Path | str | None = None,
         transition_hook: TransitionHook | None = None,
+        log_attributes: Sequence[str] = (),
     ) -> None:
         if not owner:
             raise ValueError("owner must be a non-empty string")
@@ -128,6 +133,7 @@ class Runtime:
                 env_prefix=env_prefix,
                 output_limit_bytes=output_limit_bytes,
                 snapshot_every=snapshot_every,
+                log_attributes=tuple(log_attributes),
             ),
             clock_ms=self._now_ms,
             committer=self._committer,
@@ -299,6 +305,10 @@ class Runtime:
         """The newest runs first; `status` is a public status or `parked`."""
         return summaries(self._db, status=status, limit=limit)
 
+    def count_runs(self, *, status: str) -> int:
+        """How many runs have `status` (a public status or `parked`), purged ones aside."""
+        return count(self._db, status=status)
+
     def get_events(
         self, run_id: str, *, from_seq: int = 1, limit: int | None = None
     ) -> list[Event]:
@@ -354,7 +364,6 @@ class Runtime:
         token = self._actors.in_flight(run_id)
         if token is not None:
             token.cancel(grace.total_seconds())
-        log.info("cancel_recorded", run_id=run_id, reason=reason)
         return RunStatusInfo(run_id=run_id, status="active")
 
     def signal(

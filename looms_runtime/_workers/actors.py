@@ -50,6 +50,7 @@ class Slot:
         "flow",
         "in_flight",
         "in_flight_effect",
+        "log_fields",
         "ops",
         "reply",
         "run",
@@ -78,6 +79,8 @@ class Slot:
         """The directory of the supervised command attempt in flight, if any."""
         self.discard: list[Any] = []
         """Attempt directories to remove once the outcome they hold is durable."""
+        self.log_fields: dict[str, Any] | None = None
+        """The run's attributes bound to its log lines (None: the run is not read yet)."""
 
     def idle(self) -> bool:
         return (

@@ -237,6 +237,7 @@ class Launcher:
         except StoreError as exc:
             # The runs exist; the reservations will expire and the retry, under the
             # same keys, finds the same runs and records them.
+            self._metrics.store_error("record_launched")
             log.warning("launch_record_failed", count=len(launches), error=str(exc))
             return
         for launch, record in zip(launches, records, strict=True):
@@ -260,9 +261,9 @@ class Launcher:
     def _release_now(self, claim: Claim, now: datetime) -> None:
         self._guarded(lambda: self._store.release(claim, retry_at=now, error=None))
 
-    @staticmethod
-    def _guarded(action: Callable[[], object]) -> None:
+    def _guarded(self, action: Callable[[], object]) -> None:
         try:
             action()
         except TriggersError as exc:
+            self._metrics.store_error("compensate")
             log.warning("compensation_failed", error=str(exc), error_code=exc.code)
