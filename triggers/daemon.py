@@ -17,7 +17,6 @@ import sys
 import threading
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
 from types import FrameType
 
 import structlog
@@ -313,10 +312,7 @@ class Daemon:
 
     def _applied(self, result: str, *, error: str | None = None) -> None:
         self._last_error = error
-        self.metrics.reloaded(result, at=self._now())
-
-    def _now(self) -> datetime:
-        return self._clock.now()
+        self.metrics.reloaded(result, at=self._clock.now())
 
     def _install_signals(self) -> None:
         def stop(signum: int, _frame: FrameType | None) -> None:
