@@ -3,8 +3,14 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 CONFIG ?= examples/triggers.yaml
+# The path the shipped unit runs (docs/operations.md installs there); `make systemd-unit
+# TRIGGERS_BIN=...` renders the unit for another one.
+TRIGGERS_BIN ?= /opt/triggers/bin/triggers
+UNIT_OUT ?= build/triggers.service
+# `systemd-analyze security` exposure, times ten (1.7 is 17): above this fails.
+UNIT_EXPOSURE ?= 20
 
-.PHONY: run test lint unit faults faketime install install-test clean
+.PHONY: run test lint unit faults faketime install install-test clean systemd-unit verify-unit
 
 $(BIN)/triggers: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -46,6 +52,19 @@ faketime:
 	@ls /usr/lib/*/faketime/libfaketimeMT.so.1 >/dev/null 2>&1 || \
 		$(SUDO) apt-get install -y faketime || \
 		{ $(SUDO) apt-get update && $(SUDO) apt-get install -y faketime; }
+systemd-unit:
+	mkdir -p $(dir $(UNIT_OUT))
+	sed 's|/opt/triggers/bin/triggers|$(TRIGGERS_BIN)|g' systemd/triggers.service > $(UNIT_OUT)
+
+# The unit as systemd reads it, with this checkout's `triggers` as its command.
+verify-unit: install
+	$(MAKE) --no-print-directory systemd-unit TRIGGERS_BIN=$(abspath $(BIN)/triggers) \
+		UNIT_OUT=$(VENV)/unit/triggers.service
+	systemd-analyze verify $(VENV)/unit/triggers.service
+	systemd-analyze security --offline=yes --threshold=$(UNIT_EXPOSURE) \
+		$(VENV)/unit/triggers.service > $(VENV)/unit/security.txt \
+		|| { cat $(VENV)/unit/security.txt; exit 1; }
+	tail -1 $(VENV)/unit/security.txt
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) build .pytest_cache .mypy_cache .ruff_cache

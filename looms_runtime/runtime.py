@@ -73,6 +73,9 @@ class Runtime(RuntimeRequests):
             supervisor process that outlives this one; a later runtime on the same
             host with the same directory adopts them, or records what they did. None:
             a temporary directory (attempts then cannot be adopted after a restart).
+        log_attributes: names of run attributes (`StartRequest.attributes`) bound to
+            every log line about the run, next to its `run_id`: a host that starts
+            runs for its own entities (a scheduler's `trigger_id`) finds them by it.
     """
 
     def __init__(
@@ -93,6 +96,7 @@ class Runtime(RuntimeRequests):
         tombstone_retention: timedelta | None = None,
         attempts_dir: Path | str | None = None,
         transition_hook: TransitionHook | None = None,
+        log_attributes: Sequence[str] = (),
     ) -> None:
         if not owner:
             raise ValueError("owner must be a non-empty string")
@@ -119,6 +123,7 @@ class Runtime(RuntimeRequests):
                 env_prefix=env_prefix,
                 output_limit_bytes=output_limit_bytes,
                 snapshot_every=snapshot_every,
+                log_attributes=tuple(log_attributes),
             ),
             clock_ms=self._now_ms,
             committer=self._committer,

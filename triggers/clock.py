@@ -75,6 +75,11 @@ class FakeClock:
         return self.now().timestamp()
 
 
+def monotonic_usec() -> int:
+    """CLOCK_MONOTONIC in microseconds, the clock systemd's `MONOTONIC_USEC=` is read on."""
+    return time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000
+
+
 def utc(
     year: int, month: int, day: int, hour: int = 0, minute: int = 0, second: int = 0
 ) -> datetime:

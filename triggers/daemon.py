@@ -4,24 +4,24 @@ SIGTERM/SIGINT stop claiming, finish in-flight launches within the shutdown
 grace, detach the monitors (runs stay durable) and exit 0. SIGHUP re-applies
 the declarations file; a file that fails validation is refused and the last
 good declarations stay in force. Under systemd (`Type=notify`) the daemon says
-READY, STATUS, WATCHDOG and STOPPING.
+READY, RELOADING around a reload, STATUS with live facts, WATCHDOG while the
+scheduler keeps its schedule, and STOPPING (`triggers.notify`).
 """
 
 from __future__ import annotations
 
+import math
 import os
 import signal
-import socket
 import sys
 import threading
 import uuid
 from dataclasses import dataclass
-from datetime import timedelta
 from types import FrameType
 
 import structlog
 
-from looms_runtime import Runtime
+from looms_runtime import LoomsError, Runtime
 from looms_runtime.db import Database
 from looms_runtime.host import ProcessId
 from triggers import __version__
@@ -29,8 +29,10 @@ from triggers.clock import Clock, SystemClock
 from triggers.declarations import parse_declarations, read_declarations_text, text_digest
 from triggers.errors import ConfigError, DeclarationError, StoreError, TriggersError
 from triggers.metrics import Metrics
+from triggers.notify import Notifier, status_line
 from triggers.runner.looms import LoomsRunner
 from triggers.scheduler.engine import Scheduler
+from triggers.scheduler.health import summarize, trigger_gauges
 from triggers.services import apply_declarations
 from triggers.settings import Settings
 from triggers.store.migrate import ensure_schema
@@ -101,6 +103,8 @@ def open_backend(
         # Command steps outlive the daemon under their supervisors; the next daemon
         # on this host finds them here.
         attempts_dir=settings.resolved_state_directory() / "attempts" if daemon else None,
+        # Every runtime line about a trigger's run names the trigger.
+        log_attributes=("trigger_id",),
     )
     runner.attach(runtime)
     return Backend(db=db, store=store, runtime=runtime, runner=runner)
@@ -142,6 +146,12 @@ class Daemon:
         self._stop = threading.Event()
         self._scheduler_ref: Scheduler | None = None
         self._events = threading.Event()
+        self._notifier = Notifier(socket_path=None, watchdog=None)
+        self.metrics = Metrics(version=__version__)
+        self._last_error: str | None = None
+        """Why the last apply of the declarations failed; None once one succeeds."""
+        self._stalled = False
+        self._status_at: float | None = None
 
     def run(self) -> int:
         settings = self._settings
@@ -149,6 +159,7 @@ class Daemon:
         # so a batch ready to launch on one thread does not wait behind another's work
         # (measured: 1000 every-second triggers, launch latency p50 204 -> 149 ms).
         sys.setswitchinterval(0.001)
+        self._notifier = Notifier.from_environment()
         # First, so that a SIGTERM during start-up still ends in a clean exit.
         self._install_signals()
         backend = open_backend(settings, owner=self._owner, clock=self._clock, daemon=True)
@@ -160,7 +171,8 @@ class Daemon:
             backend.runtime.start()
             scheduler = self._scheduler(backend)
             self._scheduler_ref = scheduler
-            self._serve_metrics(scheduler.metrics)
+            self._watch(backend, scheduler)
+            self._serve_metrics()
             worker = threading.Thread(target=scheduler.run, name="scheduler")
             worker.start()
             log.info(
@@ -170,11 +182,14 @@ class Daemon:
                 database=settings.redacted_database_url(),
                 config=str(settings.config),
             )
-            _notify(f"READY=1\nSTATUS=scheduling; owner {self._owner}")
+            # Ready once the first tick has read the triggers, so the status is true.
+            self._await_tick(scheduler, worker, after=0)
+            self._notifier.ready(self._status(scheduler))
             self._supervise(backend, scheduler, worker)
         finally:
             backend.runtime.close()
             backend.close()
+            self._notifier.close()
         log.info("daemon_stopped", owner=self._owner)
         return 0
 
@@ -190,27 +205,83 @@ class Daemon:
             runner=backend.runner,
             clock=self._clock,
             options=options,
-            metrics=Metrics(),
+            metrics=self.metrics,
             host=LocalHost(),
         )
 
+    def _watch(self, backend: Backend, scheduler: Scheduler) -> None:
+        """Point the scrape-time metrics at the scheduler's triggers and the runtime."""
+        runtime = backend.runtime
+
+        def parked() -> float:
+            try:
+                return float(runtime.count_runs(status="parked"))
+            except LoomsError:
+                return math.nan  # unknown this scrape; not zero
+
+        self.metrics.watch_triggers(
+            lambda: trigger_gauges(scheduler.entries), last_settled=backend.store.last_settled
+        )
+        self.metrics.watch_parked(parked)
+
     def _supervise(self, backend: Backend, scheduler: Scheduler, worker: threading.Thread) -> None:
-        watchdog = _watchdog_interval()
+        watchdog = self._notifier.watchdog
+        # Pings at half the interval at most, as sd_watchdog_enabled(3) advises.
+        interval = min(watchdog.total_seconds() / 2, 1.0) if watchdog else 1.0
         while worker.is_alive():
-            self._events.wait(timeout=watchdog.total_seconds() if watchdog else 1.0)
+            self._events.wait(timeout=interval)
             self._events.clear()
             if self._stop.is_set():
-                _notify("STOPPING=1")
+                self._notifier.stopping()
                 log.info("daemon_stopping", owner=self._owner)
                 scheduler.stop()
                 worker.join()
                 return
             if self._reload.is_set():
                 self._reload.clear()
+                self._notifier.reloading()
                 self._apply(backend, initial=False)
+                ticks = scheduler.progress.ticks
                 scheduler.refresh_soon()
-            if watchdog:
-                _notify("WATCHDOG=1")
+                self._await_tick(scheduler, worker, after=ticks)
+                self._notifier.ready(self._status(scheduler))
+            self._keep_alive(scheduler)
+
+    def _await_tick(self, scheduler: Scheduler, worker: threading.Thread, *, after: int) -> None:
+        """Wait (briefly, interruptibly) for the scheduler to finish a tick after `after`."""
+        for _ in range(int(_TICK_WAIT_S / 0.05)):
+            if scheduler.progress.wait_for_tick(after=after, timeout=0.05):
+                return
+            if self._stop.is_set() or not worker.is_alive():
+                return
+
+    def _keep_alive(self, scheduler: Scheduler) -> None:
+        """Feed the watchdog while the scheduler keeps its schedule; refresh `STATUS=`."""
+        watchdog = self._notifier.watchdog
+        limit = watchdog.total_seconds() if watchdog else _STALL_LIMIT_S
+        stalled_s = scheduler.progress.stalled_for()
+        stalled = stalled_s >= limit
+        if stalled != self._stalled:
+            self._stalled = stalled
+            self._status_at = None  # say so now
+            if stalled:
+                # No more WATCHDOG=1: systemd restarts the daemon if this goes on.
+                log.error("scheduler_stalled", stalled_s=round(stalled_s, 1), limit_s=limit)
+            else:
+                log.warning("scheduler_recovered")
+        now = self._clock.monotonic()
+        if self._notifier.enabled and (
+            self._status_at is None or now - self._status_at >= _STATUS_EVERY_S
+        ):
+            self._status_at = now
+            self._notifier.status(self._status(scheduler, stalled_s if stalled else None))
+        if watchdog and not stalled:
+            self._notifier.ping()
+
+    def _status(self, scheduler: Scheduler, stalled_s: float | None = None) -> str:
+        return status_line(
+            summarize(scheduler.entries), error=self._last_error, stalled_s=stalled_s
+        )
 
     def _apply(self, backend: Backend, *, initial: bool) -> None:
         path = self._settings.config
@@ -222,6 +293,7 @@ class Daemon:
                 # Parsing and validating ten thousand triggers takes seconds; a daemon
                 # restarted on the file already in force starts ticking at once.
                 log.info("declarations_unchanged", config=str(path))
+                self._applied("unchanged")
                 return
             declarations = parse_declarations(text, source=str(path))
             result = apply_declarations(
@@ -229,31 +301,36 @@ class Daemon:
             )
         except DeclarationError as exc:
             stored = backend.store.list_triggers()
+            problems = exc.details.get("problems")
             log.error(
-                "declarations_refused",
-                config=str(path),
-                problems=exc.details.get("problems"),
-                keeping=len(stored),
+                "declarations_refused", config=str(path), problems=problems, keeping=len(stored)
             )
-            _notify(f"STATUS=declarations in {path} refused; running the last good ones")
+            count = len(problems) if isinstance(problems, list) else 1
+            self._applied(
+                "refused", error=f"{path} refused ({count} problems); running the last good ones"
+            )
             if initial and not stored:
                 raise ConfigError(
                     f"{path} is invalid and the store holds no earlier declarations:\n{exc}",
-                    problems=exc.details.get("problems"),
+                    problems=problems,
                 ) from exc
             return
         except StoreError as exc:
+            self.metrics.store_error("apply")
             log.error("declarations_not_applied", config=str(path), error=str(exc))
+            self._applied("failed", error=f"{path} not applied: {exc}")
             if initial:
                 raise
             return
-        except Exception:
+        except Exception as exc:
             # A reload must never take a running daemon down: the last good
             # declarations stay in force, and the next SIGHUP tries again.
             if initial:
                 raise
             log.exception("declarations_not_applied", config=str(path))
+            self._applied("failed", error=f"{path} not applied: {exc}")
             return
+        self._applied("applied")
         log.info(
             "declarations_applied",
             config=str(path),
@@ -262,6 +339,10 @@ class Daemon:
             unchanged=len(result.unchanged),
             retired=len(result.retired),
         )
+
+    def _applied(self, result: str, *, error: str | None = None) -> None:
+        self._last_error = error
+        self.metrics.reloaded(result, at=self._clock.now())
 
     def _install_signals(self) -> None:
         def stop(signum: int, _frame: FrameType | None) -> None:
@@ -282,7 +363,7 @@ class Daemon:
         signal.signal(signal.SIGHUP, reload)
         signal.signal(signal.SIGUSR1, nudge)
 
-    def _serve_metrics(self, metrics: Metrics) -> None:
+    def _serve_metrics(self) -> None:
         address = self._settings.metrics_address
         if not address:
             return
@@ -290,30 +371,15 @@ class Daemon:
 
         host, _, port = address.rpartition(":")
         try:
-            start_http_server(int(port), addr=host or "127.0.0.1", registry=metrics.registry)
+            start_http_server(int(port), addr=host or "127.0.0.1", registry=self.metrics.registry)
         except (OSError, ValueError) as exc:
             raise ConfigError(f"cannot serve metrics on {address!r}: {exc}") from exc
-        log.info("metrics_serving", address=f"{host or '127.0.0.1'}:{port}")
+        log.info("metrics_started", address=f"{host or '127.0.0.1'}:{port}")
 
 
-def _watchdog_interval() -> timedelta | None:
-    usec = os.environ.get("WATCHDOG_USEC")
-    if not usec or not usec.isdigit():
-        return None
-    # Ping at half the interval systemd expects, as sd_watchdog_enabled(3) advises.
-    return timedelta(microseconds=int(usec) / 2)
-
-
-def _notify(message: str) -> None:
-    """sd_notify(3) without libsystemd: one datagram to $NOTIFY_SOCKET."""
-    path = os.environ.get("NOTIFY_SOCKET")
-    if not path:
-        return
-    if path.startswith("@"):
-        path = "\0" + path[1:]
-    try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
-            sock.connect(path)
-            sock.sendall(message.encode())
-    except OSError as exc:
-        log.warning("notify_failed", error=str(exc))
+_TICK_WAIT_S = 10.0
+"""How long READY waits for the scheduler's first tick (or the tick after a reload)."""
+_STALL_LIMIT_S = 60.0
+"""Without a watchdog, a scheduler this far behind its schedule is reported stalled."""
+_STATUS_EVERY_S = 10.0
+"""How often `STATUS=` is refreshed (a summary reads every trigger the loop holds)."""

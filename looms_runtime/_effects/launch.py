@@ -7,6 +7,7 @@ dispatched by an earlier owner did (`probe`) and adopts one still running.
 
 from __future__ import annotations
 
+import contextvars
 import tempfile
 import threading
 from collections.abc import Callable, Mapping
@@ -125,11 +126,15 @@ class EffectRunner:
                 token.close()
             on_done(result)
 
-        self._pool.submit(attempt)
+        # The attempt logs (and a Python step's own structlog lines) carry the run's
+        # context: its id and the attributes the runtime binds to its lines.
+        context = contextvars.copy_context()
+        self._pool.submit(lambda: context.run(attempt))
 
     def start(self, task: Callable[[], None]) -> None:
-        """Run `task` (a Python flow session) on an effect thread."""
-        self._pool.submit(task)
+        """Run `task` (a Python flow session) on an effect thread, in the caller's log context."""
+        context = contextvars.copy_context()
+        self._pool.submit(lambda: context.run(task))
 
     def _run(
         self,

@@ -16,6 +16,7 @@ operations; they are folded and appended like any other events.
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Callable, Sequence
 
 import structlog
@@ -35,7 +36,7 @@ from looms_runtime._engine.jobs import (
 )
 from looms_runtime._engine.late import LateOutcomes, abandoned
 from looms_runtime._engine.launches import Launches
-from looms_runtime._engine.reports import log_emitted, log_outcome, settled_record
+from looms_runtime._engine.reports import bind_log_fields, log_emitted, log_outcome, settled_record
 from looms_runtime._history.events import NewEvent
 from looms_runtime._history.fold import RunState, apply, fold
 from looms_runtime._history.planner import (
@@ -123,25 +124,30 @@ class Engine:
         """Apply one operation to its run (called by the run's worker only).
 
         Operations that found the store unavailable wait in the slot's stash and run
-        first on the next attempt, so an effect's outcome is never dropped for it.
+        first on the next attempt, so an effect's outcome is never dropped for it. Its
+        log lines carry the run's id and log attributes, bound in a copy of the worker's
+        context so that none of them stays on the thread for another run.
         """
+        contextvars.copy_context().run(self._handle_ops, slot, op)
+
+    def _handle_ops(self, slot: Slot, op: Op) -> None:
         ops = [*slot.stash, op]
         slot.stash = []
-        with structlog.contextvars.bound_contextvars(run_id=slot.run_id):
-            for index, current in enumerate(ops):
-                try:
-                    self._handle(slot, current)
-                except DatabaseUnavailableError as exc:
-                    log.warning("run_store_unavailable", error=exc.message)
-                    slot.stash = [later for later in ops[index:] if later != DRIVE]
-                    if slot.unflushed is None:
-                        slot.run = None
-                    self._retry_later(slot.run_id, retry_backoff_ms(slot.unflushed))
-                    return
-                except LoomsError as exc:
-                    log.error("run_drive_failed", error_code=exc.code, error=exc.message)
-                    self._drop(slot, current)
-                    self._retry_later(slot.run_id, FAILED_DRIVE_RETRY_MS)
+        structlog.contextvars.bind_contextvars(run_id=slot.run_id, **(slot.log_fields or {}))
+        for index, current in enumerate(ops):
+            try:
+                self._handle(slot, current)
+            except DatabaseUnavailableError as exc:
+                log.warning("run_store_unavailable", error=exc.message)
+                slot.stash = [later for later in ops[index:] if later != DRIVE]
+                if slot.unflushed is None:
+                    slot.run = None
+                self._retry_later(slot.run_id, retry_backoff_ms(slot.unflushed))
+                return
+            except LoomsError as exc:
+                log.error("run_drive_failed", error_code=exc.code, error=exc.message)
+                self._drop(slot, current)
+                self._retry_later(slot.run_id, FAILED_DRIVE_RETRY_MS)
 
     def _drop(self, slot: Slot, op: Op) -> None:
         slot.run = None
@@ -177,6 +183,8 @@ class Engine:
                 self._late.orphan(slot, op)
                 return
             slot.run = run
+        if slot.log_fields is None:
+            slot.log_fields = bind_log_fields(run, self._config.log_attributes)
         if op.refresh:
             run.inbox = reload_inbox(self._db, slot.run_id)
         pending: list[NewEvent] = []

@@ -130,7 +130,7 @@ class FlowHost:
             if move.ok:
                 events.append(new_event(EventType.RUN_COMPLETED, result=move.result))
             else:
-                log.info("flow_failed", error=move.error)
+                log.warning("flow_failed", error=move.error)
                 events.append(new_event(EventType.RUN_FAILED, error=move.error))
         return events, None
 

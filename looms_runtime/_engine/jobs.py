@@ -119,3 +119,4 @@ class EngineConfig:
     env_prefix: str
     output_limit_bytes: int
     snapshot_every: int
+    log_attributes: tuple[str, ...] = ()

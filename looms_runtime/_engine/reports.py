@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import structlog
 
 from looms_runtime._history.events import EventType, NewEvent
@@ -24,12 +27,25 @@ def settled_record(run: LoadedRun) -> RunSettled:
     )
 
 
+def bind_log_fields(run: LoadedRun, names: Sequence[str]) -> dict[str, Any]:
+    """Bind those of the run's attributes named in `names` to the current log context;
+    returns them, for the run's later operations."""
+    attributes = run.header.attributes
+    fields = {name: attributes[name] for name in names if name in attributes}
+    if fields:
+        structlog.contextvars.bind_contextvars(**fields)
+    return fields
+
+
 def log_outcome(result: EffectResult) -> None:
     fields = {"effect_id": result.effect_id, "attempt": result.attempt}
     if result.ok:
         log.debug("effect_succeeded", **fields)
+    elif result.cancelled:
+        # Asked for (a cancel or a supersede): not a failure anyone must look at.
+        log.info("effect_failed", error=result.error, cancelled=True, **fields)
     else:
-        log.info("effect_failed", error=result.error, cancelled=result.cancelled, **fields)
+        log.warning("effect_failed", error=result.error, cancelled=False, **fields)
 
 
 def log_emitted(events: tuple[NewEvent, ...]) -> None:
@@ -37,6 +53,7 @@ def log_emitted(events: tuple[NewEvent, ...]) -> None:
         if event.type == EventType.EFFECT_AMBIGUOUS:
             log.warning("effect_ambiguous", **event.payload)
         elif event.type == EventType.RUN_PARKED:
-            log.warning("run_parked", **event.payload)
+            # Parked: the run waits for an operator (`runs retry` or `runs cancel`).
+            log.error("run_parked", **event.payload)
         elif event.type == EventType.CANCEL_REQUESTED:
             log.info("cancel_requested", reason=event.payload.get("reason"))

@@ -10,6 +10,7 @@ from looms_runtime._history.fold import TERMINAL, RunState, fold_recorded, state
 from looms_runtime._store.driver import driver_errors
 from looms_runtime._store.loading import restore, usable_snapshot
 from looms_runtime._store.reads import (
+    count_runs,
     first_seq,
     list_runs,
     load_header,
@@ -155,6 +156,18 @@ def summaries(db: Database, *, status: str | None, limit: int) -> list[RunSummar
     with driver_errors(), db.read() as conn:
         headers = list_runs(conn, statuses_in=_FILTERS[status] if status else None, limit=limit)
     return [_summary(header) for header in headers]
+
+
+def count(db: Database, *, status: str) -> int:
+    """How many runs have `status` (`active` includes `parked`).
+
+    Raises:
+        InvalidRequestError: an unknown status.
+    """
+    if status not in _FILTERS:
+        raise InvalidRequestError(f"unknown status {status!r}", allowed=sorted(_FILTERS))
+    with driver_errors(), db.read() as conn:
+        return count_runs(conn, statuses_in=_FILTERS[status])
 
 
 def _summary(header: RunHeader) -> RunSummary:

@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from looms_runtime._operations.queries import (
+    count,
     events_of,
     inspect,
     project,
@@ -42,6 +43,10 @@ class RuntimeReads:
     def list_runs(self, *, status: str | None = None, limit: int = 100) -> list[RunSummary]:
         """The newest runs first; `status` is a public status or `parked`."""
         return summaries(self._db, status=status, limit=limit)
+
+    def count_runs(self, *, status: str) -> int:
+        """How many runs have `status` (a public status or `parked`), purged ones aside."""
+        return count(self._db, status=status)
 
     def get_events(
         self, run_id: str, *, from_seq: int = 1, limit: int | None = None

@@ -138,7 +138,6 @@ class RuntimeRequests(RuntimeReads):
             return settled
         for token in self._actors.tokens(run_id):
             token.cancel(grace.total_seconds())
-        log.info("cancel_recorded", run_id=run_id, reason=reason)
         return RunStatusInfo(run_id=run_id, status="active")
 
     def signal(

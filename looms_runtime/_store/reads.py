@@ -153,6 +153,11 @@ def list_runs(
     return [_header(row) for row in conn.execute(query)]
 
 
+def count_runs(conn: Connection, *, statuses_in: Sequence[str]) -> int:
+    query = sa.select(sa.func.count()).select_from(runs).where(runs.c.purged_at.is_(None))
+    return int(conn.execute(query.where(runs.c.status.in_(list(statuses_in)))).scalar_one())
+
+
 def load_flow(conn: Connection, name: str, version: str) -> Any | None:
     return conn.execute(
         sa.select(flows.c.definition).where(flows.c.name == name, flows.c.version == version)

@@ -57,6 +57,7 @@ class Slot:
         "discard",
         "flow",
         "flow_effects",
+        "log_fields",
         "ops",
         "reply",
         "run",
@@ -86,6 +87,8 @@ class Slot:
         """When attempts still running under a cancel are given up (epoch ms)."""
         self.discard: list[Any] = []
         """Attempt directories to remove once the outcome they hold is durable."""
+        self.log_fields: dict[str, Any] | None = None
+        """The run's attributes bound to its log lines (None: the run is not read yet)."""
 
     def idle(self) -> bool:
         return (

@@ -1,12 +1,13 @@
-"""The daemon as systemd and an operator see it: reload, notify, metrics, exit codes."""
+"""The daemon as an operator sees it: reload, exit codes, waking on fire.
+
+The service manager protocol is in test_systemd.py, the metrics in test_metrics.py.
+"""
 
 from __future__ import annotations
 
 import json
 import signal
-import socket
 import textwrap
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -57,39 +58,6 @@ def test_sighup_applies_a_valid_file_and_refuses_an_invalid_one(cli: Cli, tmp_pa
         assert _ids(cli) == ["first", "second"]  # the last good declarations stay
     finally:
         assert stop(daemon) == 0
-
-
-def test_daemon_speaks_sd_notify_and_serves_metrics(cli: Cli, tmp_path: Path) -> None:
-    notify_path = tmp_path / "notify.sock"
-    notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-    notify.bind(str(notify_path))
-    notify.settimeout(30)
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    config = tmp_path / "t.yaml"
-    config.write_text(FIRST.replace("every: 1h", "every: 1s"))
-    cli.env["NOTIFY_SOCKET"] = str(notify_path)
-    cli.env["TRIGGERS_METRICS_ADDRESS"] = f"127.0.0.1:{port}"
-    daemon = cli.daemon(config, tmp_path / "d.log")
-    try:
-        assert notify.recv(4096).decode().startswith("READY=1")
-        wait_for(lambda: cli.json("history", "first"), timeout=30, what="a fire")
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as reply:
-            text = reply.read().decode()
-        assert 'triggers_fires_total{outcome="launched"}' in text
-        assert "triggers_fire_latency_seconds_bucket" in text
-    finally:
-        assert stop(daemon) == 0
-    messages = []
-    notify.settimeout(1)
-    try:
-        while True:
-            messages.append(notify.recv(4096).decode())
-    except TimeoutError:
-        pass
-    notify.close()
-    assert any(m.startswith("STOPPING=1") for m in messages)
 
 
 def test_unreachable_database_exits_75_and_bad_settings_exit_78(cli: Cli) -> None:

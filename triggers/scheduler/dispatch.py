@@ -171,23 +171,17 @@ class Dispatcher:
         try:
             results = self._store.record_ranges(ranges, now=self._clock.now())
         except TriggersError as exc:
-            log.warning("ranges_failed", count=len(ranges), error=str(exc), error_code=exc.code)
+            self._metrics.store_error("record_ranges")
+            log.warning(
+                "range_record_failed", count=len(ranges), error=str(exc), error_code=exc.code
+            )
             report.errors += 1
             return {r.trigger_id for r in ranges}
         for item, error in zip(ranges, results, strict=True):
             if error is None:
                 report.ranges += 1
-                self._metrics.fired(item.outcome.value, item.count)
-                log.info(
-                    "occurrences_missed"
-                    if item.outcome is Outcome.MISSED
-                    else "occurrences_skipped",
-                    trigger_id=item.trigger_id,
-                    first_at=iso(item.first_at),
-                    last_at=iso(item.last_at),
-                    count=item.count,
-                    reason=item.reason.value,
-                )
+                self._metrics.fired(item.outcome.value, item.count, reason=item.reason.value)
+                _log_range(item)
                 entry = self._timetable.entries.get(item.trigger_id)
                 if entry is not None:
                     entry.watermark_at = max(entry.watermark_at, item.last_at)
@@ -209,6 +203,7 @@ class Dispatcher:
                 launch_within=self._launch_within,
             )
         except TriggersError as exc:
+            self._metrics.store_error("claim")
             log.warning("claim_failed", count=len(requests), error=str(exc), error_code=exc.code)
             report.errors += 1
             return {r.trigger_id for r in requests}
@@ -250,21 +245,26 @@ class Dispatcher:
             return
         reason = claim.reason.value if claim.reason else None
         if action is Action.IGNORED:
-            log.info(
+            log.debug(
                 "claim_ignored",
                 trigger_id=claim.trigger_id,
                 occurrence_at=iso(claim.occurrence_at),
                 reason=reason,
             )
             return
-        outcome, event = _RECORDED[action]
-        self._metrics.fired(outcome.value)
-        log.info(
-            event,
-            trigger_id=claim.trigger_id,
-            occurrence_at=iso(claim.occurrence_at),
-            reason=reason,
-        )
+        outcome = _RECORDED[action]
+        self._metrics.fired(outcome.value, reason=reason)
+        fields = {
+            "trigger_id": claim.trigger_id,
+            "occurrence_at": iso(claim.occurrence_at),
+            "reason": reason,
+        }
+        if outcome is Outcome.SKIPPED:
+            log.info("occurrence_skipped", **fields)
+        elif outcome is Outcome.BUFFERED:
+            log.info("occurrence_buffered", **fields)
+        else:
+            log.info("occurrence_superseded", **fields)
 
     def _reschedule_after_dispatch(
         self, entry: Entry, plan: DuePlan | None, stale: set[str]
@@ -291,6 +291,7 @@ class Dispatcher:
             try:
                 trigger = self._store.get_trigger(trigger_id)
             except TriggersError as exc:
+                self._metrics.store_error("get_trigger")
                 log.warning("trigger_reload_failed", trigger_id=trigger_id, error=str(exc))
                 continue
             if trigger is None:
@@ -308,10 +309,26 @@ class Dispatcher:
 
 
 _RECORDED = {
-    Action.SKIP: (Outcome.SKIPPED, "occurrence_skipped"),
-    Action.BUFFER: (Outcome.BUFFERED, "occurrence_buffered"),
-    Action.SUPERSEDED: (Outcome.SUPERSEDED, "occurrence_superseded"),
+    Action.SKIP: Outcome.SKIPPED,
+    Action.BUFFER: Outcome.BUFFERED,
+    Action.SUPERSEDED: Outcome.SUPERSEDED,
 }
+
+
+def _log_range(item: RangeRecord) -> None:
+    """One line per recorded range, named as for one occurrence (the same kinds)."""
+    fields = {
+        "trigger_id": item.trigger_id,
+        "occurrence_at": iso(item.first_at),
+        "last_occurrence_at": iso(item.last_at),
+        "count": item.count,
+        "reason": item.reason.value,
+    }
+    if item.outcome is Outcome.MISSED:
+        # Occurrences that came due while no daemon ticked: downtime, recovered.
+        log.warning("occurrence_missed", **fields)
+    else:
+        log.info("occurrence_skipped", **fields)
 
 
 def _log_store_error(error: TriggersError, trigger_id: str) -> None:

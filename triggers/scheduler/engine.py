@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 
 import structlog
@@ -26,13 +27,14 @@ from triggers.model import Overlap, Trigger
 from triggers.runner.protocol import Runner
 from triggers.scheduler.deadlines import DeadlineRunner
 from triggers.scheduler.dispatch import Dispatcher, TickReport
+from triggers.scheduler.health import LoopProgress
 from triggers.scheduler.launcher import Launcher, launcher_within
 from triggers.scheduler.liveness import Host, UnknownHost
 from triggers.scheduler.monitor import Monitor
 from triggers.scheduler.options import SchedulerOptions
 from triggers.scheduler.pending import PendingPass
-from triggers.scheduler.quiet import quiet_range, quiet_reason
-from triggers.scheduler.timetable import Timetable
+from triggers.scheduler.quiet import quiet_ranges
+from triggers.scheduler.timetable import Entry, Timetable
 from triggers.store.protocol import Heartbeat, TriggerStore
 
 __all__ = ["Scheduler", "SchedulerOptions"]
@@ -127,6 +129,7 @@ class Scheduler:
         self._fully_listed_at: datetime | None = None
         self._stopping = threading.Event()
         self._corrupt: set[str] = set()
+        self.progress = LoopProgress(clock.monotonic)
 
     # -- lifecycle ------------------------------------------------------------------
 
@@ -143,8 +146,10 @@ class Scheduler:
                 # Cleared before the tick, not after the wait: a wake-up asked for
                 # while the tick runs (a run settled) must not be lost.
                 self._wake.clear()
+                self.progress.tick_started()
                 wake_at = self.tick()
                 delay = (wake_at - self._clock.now()).total_seconds()
+                self.progress.tick_finished(wake_in_s=delay)
                 if delay > 0:
                     self._clock.wait(delay, self._wake)
         finally:
@@ -154,6 +159,11 @@ class Scheduler:
         """Ask `run` to return (any thread, signal handlers included)."""
         self._stopping.set()
         self._wake.set()
+
+    @property
+    def entries(self) -> Mapping[str, Entry]:
+        """The loop's view of every trigger; other threads read it through `health`."""
+        return self._timetable.entries
 
     def refresh_soon(self) -> None:
         """Re-read every trigger at the next tick (after an apply, on SIGHUP)."""
@@ -165,11 +175,7 @@ class Scheduler:
         self.launcher.close(grace=grace)
         self.monitor.close()
         self._runner.close()
-        now = self._clock.now()
-        try:
-            self._store.heartbeat(self._heartbeat(now, stopped=True))
-        except TriggersError as exc:
-            log.warning("heartbeat_failed", error=str(exc))
+        self._beat(self._clock.now(), stopped=True)
 
     # -- one tick ---------------------------------------------------------------------
 
@@ -192,8 +198,8 @@ class Scheduler:
             now = self._clock.now()
             if not (due and self._defer_housekeeping(now)):
                 self._housekeep(now, report)
-        except Exception:
-            self.metrics.ticks_failed.inc()
+        except Exception as exc:
+            self.metrics.tick_failed(exc)
             retry_at = self._clock.now() + _RETRY_AFTER
             put_back = self._timetable.put_back(retry_at)
             log.exception("tick_failed", put_back=put_back)
@@ -201,6 +207,7 @@ class Scheduler:
         finally:
             elapsed = self._clock.monotonic() - started
             self.metrics.tick_duration.observe(elapsed)
+            self.metrics.ticked(self._clock.now())
         if report.claimed or report.ranges or report.errors:
             log.debug(
                 "tick_completed",
@@ -265,14 +272,16 @@ class Scheduler:
         due_at = self._timetable.next_due()
         return wake_at if due_at is None else min(due_at, wake_at)
 
-    def _beat(self, now: datetime) -> None:
-        if self._last_heartbeat_at is not None and now - self._last_heartbeat_at < _HEARTBEAT_EVERY:
+    def _beat(self, now: datetime, *, stopped: bool = False) -> None:
+        last = self._last_heartbeat_at
+        if not stopped and last is not None and now - last < _HEARTBEAT_EVERY:
             return
         self._last_heartbeat_at = now
         try:
-            self._store.heartbeat(self._heartbeat(now))
+            self._store.heartbeat(self._heartbeat(now, stopped=stopped))
         except TriggersError as exc:
             # Observability, not dispatch: a failed heartbeat never stops a tick.
+            self.metrics.store_error("heartbeat")
             log.warning("heartbeat_failed", error=str(exc), error_code=exc.code)
 
     def _heartbeat(self, now: datetime, *, stopped: bool = False) -> Heartbeat:
@@ -357,7 +366,8 @@ class Scheduler:
         try:
             pruned = self._store.prune(older_than=now - self._options.fire_retention)
         except TriggersError as exc:
-            log.warning("prune_failed", error=str(exc))
+            self.metrics.store_error("prune")
+            log.warning("prune_failed", error=str(exc), error_code=exc.code)
             return
         if pruned:
             log.info("ledger_pruned", rows=pruned)
@@ -391,20 +401,7 @@ class Scheduler:
 
     def _record_quiet(self, report: TickReport) -> None:
         """Account for the occurrences of paused and disabled triggers, as skipped ranges."""
-        ranges = []
-        for entry in self._timetable.entries.values():
-            reason = quiet_reason(entry.trigger)
-            if reason is None or entry.schedule is None:
-                continue
-            found = quiet_range(
-                entry.trigger,
-                entry.schedule,
-                after=entry.watermark_at,
-                now=self._clock.now(),
-                reason=reason,
-                limit=self._options.plan_limit,
-            )
-            if found is not None:
-                ranges.append(found)
+        entries = self._timetable.entries.values()
+        ranges = quiet_ranges(entries, now=self._clock.now(), limit=self._options.plan_limit)
         if ranges:
             self._dispatcher.record_ranges(ranges, report)

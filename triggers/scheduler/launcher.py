@@ -268,6 +268,7 @@ class Launcher:
         except StoreError as exc:
             # The runs exist: recorded as soon as the database answers again, not when
             # their reservations expire (a trigger would look busy all that while).
+            self._metrics.store_error("record_launched")
             log.warning("launch_record_failed", count=len(launches), error=str(exc))
             with self._idle:
                 self._unrecorded.extend(launches)
@@ -314,9 +315,9 @@ class Launcher:
     def _release_now(self, claim: Claim, now: datetime) -> None:
         self._guarded(lambda: self._store.release(claim, retry_at=now, error=None))
 
-    @staticmethod
-    def _guarded(action: Callable[[], object]) -> None:
+    def _guarded(self, action: Callable[[], object]) -> None:
         try:
             action()
         except TriggersError as exc:
+            self._metrics.store_error("compensate")
             log.warning("compensation_failed", error=str(exc), error_code=exc.code)

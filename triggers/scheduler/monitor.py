@@ -15,6 +15,7 @@ it, and records only what an inspection finds still `launched` (a reconciliation
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Iterable
 from datetime import timedelta
@@ -34,6 +35,8 @@ _INSPECT_BATCH = 500
 _MAX_BACKOFF_S = 60.0
 _GATHER_S = 0.05
 _MAX_UNCLAIMED_REPORTS = 10_000
+# A failed run needs someone to look at it; `journalctl -p err` shows it.
+_FINISHED_LEVELS = {"failed": logging.ERROR}
 
 
 class Monitor:
@@ -181,13 +184,15 @@ class Monitor:
             for run_id, trigger_id in pairs
             if trigger_id is not None
         ]
+        now = self._clock.now()
         try:
             records: list[object] = (
                 list(settlements)
                 if recorded
-                else list(self._store.record_settled(settlements, now=self._clock.now()))
+                else list(self._store.record_settled(settlements, now=now))
             )
         except TriggersError as exc:
+            self._metrics.store_error("record_settled")
             log.warning("settle_record_failed", count=len(settlements), error=str(exc))
             with self._wake:
                 for run_id, status in settled.items():
@@ -198,9 +203,11 @@ class Monitor:
             for settlement, record in zip(settlements, records, strict=True):
                 self._watched.pop(settlement.run_id, None)
                 triggers.add(settlement.trigger_id)
+                self._metrics.run_settled(settlement.trigger_id, settlement.state, now)
                 if record is not None:
                     self._metrics.fired(settlement.state)
-                    log.info(
+                    log.log(
+                        _FINISHED_LEVELS.get(settlement.state, logging.INFO),
                         "run_finished",
                         trigger_id=settlement.trigger_id,
                         run_id=settlement.run_id,

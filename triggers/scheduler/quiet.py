@@ -9,10 +9,12 @@ same range, fenced on the watermark.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 from triggers.model import Catchup, CatchupPolicy, Outcome, Reason, Trigger
 from triggers.scheduler.occurrences import CompiledSchedule, plan_due
+from triggers.scheduler.timetable import Entry
 from triggers.store.protocol import RangeRecord
 
 _FOREVER = timedelta(days=365 * 200)
@@ -50,3 +52,23 @@ def quiet_range(
         outcome=Outcome.SKIPPED,
         reason=reason,
     )
+
+
+def quiet_ranges(entries: Iterable[Entry], *, now: datetime, limit: int) -> list[RangeRecord]:
+    """The `skipped` range of every paused or disabled trigger that has one due."""
+    ranges = []
+    for entry in entries:
+        reason = quiet_reason(entry.trigger)
+        if reason is None or entry.schedule is None:
+            continue
+        found = quiet_range(
+            entry.trigger,
+            entry.schedule,
+            after=entry.watermark_at,
+            now=now,
+            reason=reason,
+            limit=limit,
+        )
+        if found is not None:
+            ranges.append(found)
+    return ranges

@@ -370,6 +370,10 @@ class TriggerStore(Protocol):
         """The ledger row of each trigger's newest occurrence (a range by its last)."""
         ...
 
+    def last_settled(self) -> dict[str, dict[str, datetime]]:
+        """For `completed` and `failed`: each trigger's latest `settled_at` of that outcome."""
+        ...
+
     def heartbeat(self, beat: Heartbeat) -> None:
         """Record a daemon's liveness."""
         ...

@@ -31,7 +31,7 @@ from triggers.store._claims import ClaimBatch
 from triggers.store._driver_errors import translated
 from triggers.store._pending import pending_triggers, promote_buffered, take_expired
 from triggers.store._ranges import record_range
-from triggers.store._settlements import record_run_changes, record_settlements
+from triggers.store._settlements import last_settled, record_run_changes, record_settlements
 from triggers.store._shared import (
     adjust_active,
     fire_key,
@@ -441,6 +441,10 @@ class SqlTriggerStore:
         with self._read() as conn:
             rows = conn.execute(sa.select(fires).where(fires.c.id.in_(newest))).mappings().all()
         return {row["trigger_id"]: _codec.fire_from_row(row) for row in rows}
+
+    def last_settled(self) -> dict[str, dict[str, datetime]]:
+        with self._read() as conn:
+            return last_settled(conn)
 
     def heartbeat(self, beat: Heartbeat) -> None:
         values = dataclasses.asdict(beat)

@@ -301,6 +301,11 @@ def test_list_runs_lists_newest_first_and_filters_by_public_status(
     assert [r.run_id for r in runtime.list_runs(status="active")] == [waiting.run_id]
     assert [r.run_id for r in runtime.list_runs(status="completed")] == [done.run_id]
     assert runtime.list_runs(limit=1)[0].run_id == waiting.run_id
+    counts = {status: runtime.count_runs(status=status) for status in ("active", "completed")}
+    assert counts == {"active": 1, "completed": 1}
+    assert runtime.count_runs(status="parked") == 0
+    with pytest.raises(InvalidRequestError):
+        runtime.count_runs(status="sleeping")
 
 
 def test_an_event_from_a_newer_runtime_fails_loudly(

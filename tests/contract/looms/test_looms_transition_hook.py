@@ -112,6 +112,7 @@ def test_parking_and_leaving_parked_are_handed_to_the_hook(
     second = make_runtime(owner="second", lease=timedelta(seconds=1), transition_hook=Recorder())
     second.start()
     wait_for(lambda: second.inspect_run(run_id).state == "parked")
+    assert second.count_runs(status="parked") == 1
     second.retry_effect(run_id, "once")
 
     assert second.wait_settled(run_id, 10).status == "completed"
