@@ -36,7 +36,12 @@ from looms_runtime._engine.jobs import (
 )
 from looms_runtime._engine.late import LateOutcomes, abandoned
 from looms_runtime._engine.launches import Launches
-from looms_runtime._engine.reports import bind_log_fields, log_emitted, log_outcome, settled_record
+from looms_runtime._engine.reports import (
+    announce_settled,
+    bind_log_fields,
+    log_emitted,
+    log_outcome,
+)
 from looms_runtime._history.events import NewEvent
 from looms_runtime._history.fold import RunState, apply, fold
 from looms_runtime._history.planner import (
@@ -146,18 +151,8 @@ class Engine:
                 return
             except LoomsError as exc:
                 log.error("run_drive_failed", error_code=exc.code, error=exc.message)
-                self._drop(slot, current)
+                self._late.drop(slot, current)
                 self._retry_later(slot.run_id, FAILED_DRIVE_RETRY_MS)
-
-    def _drop(self, slot: Slot, op: Op) -> None:
-        slot.run = None
-        slot.unflushed = None
-        self._host.abandon(slot)
-        if op.kind == "outcome" and op.result is not None:
-            slot.attempts.pop(op.result.effect_id, None)
-            log.error("effect_outcome_lost", effect_id=op.result.effect_id)
-        elif op.kind == "flow" and op.ask is not None:
-            self._host.refuse(op.ask)
 
     def _handle(self, slot: Slot, op: Op) -> None:
         if slot.unflushed is not None:
@@ -173,6 +168,7 @@ class Engine:
             new, launches = op.seed
             flow = self._flows.get(new.flow, new.version)
             slot.run = seeded(new, flow, [launch.event for launch in launches])
+            slot.log_fields = bind_log_fields(slot.run, self._config.log_attributes)
             self._follow(slot, slot.run, slot.run.state, Idle("started"), launches)
             return
         fresh = slot.run is None or isinstance(op.seed, LoadedRun)
@@ -218,17 +214,11 @@ class Engine:
             events, first = self._host.on_ask(slot, run, state, op.ask, closing=self.closing)
             pending.extend(events)
             state = fold(events, state)
-        if self._abandoning(slot, run, state):
+        if self._launches.abandoning(slot, state):
             given_up = abandoned(state, run.cancel_grace_s)
             pending.extend(given_up)
             state = fold(given_up, state)
         self._advance(slot, run, state, pending, first)
-
-    def _abandoning(self, slot: Slot, run: LoadedRun, state: RunState) -> bool:
-        due = slot.abandon_at
-        if due is None or not state.cancel_requested or not slot.running():
-            return False
-        return self._clock_ms() >= due and not state.settled
 
     def _advance(
         self,
@@ -396,12 +386,7 @@ class Engine:
             slot.flow.token.cancel(0.0)
         log.debug("run_settled", status=state.status, error=state.error, flow=run.header.flow)
         self._settled_notify(run.header.run_id)
-        if self._on_settled is None:
-            return
-        try:
-            self._on_settled(settled_record(run))
-        except Exception:
-            log.exception("on_settled_failed")
+        announce_settled(run, self._on_settled)
 
     def _retry_later(self, run_id: str, delay_ms: int) -> None:
         self._timers.schedule(run_id, self._clock_ms() + delay_ms)

@@ -71,6 +71,17 @@ class LateOutcomes:
         self._clock_ms = clock_ms
         self._host = host
 
+    def drop(self, slot: Slot, op: Op) -> None:
+        """Forget the run's working copy after a failure to drive it (it is loaded again)."""
+        slot.run = None
+        slot.unflushed = None
+        self._host.abandon(slot)
+        if op.kind == "outcome" and op.result is not None:
+            slot.attempts.pop(op.result.effect_id, None)
+            log.error("effect_outcome_lost", effect_id=op.result.effect_id)
+        elif op.kind == "flow" and op.ask is not None:
+            self._host.refuse(op.ask)
+
     def orphan(self, slot: Slot, op: Op) -> None:
         """Settle the bookkeeping of `op` and keep any result it carries as a late one."""
         late: list[EffectResult] = []

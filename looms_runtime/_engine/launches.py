@@ -50,6 +50,13 @@ class Launches:
             return decision
         return supervised(decision, self._runner.home.marker())
 
+    def abandoning(self, slot: Slot, state: RunState) -> bool:
+        """Whether the attempts still running under a cancel are given up now."""
+        due = slot.abandon_at
+        if due is None or not state.cancel_requested or not slot.running():
+            return False
+        return self._clock_ms() >= due and not state.settled
+
     def cancel_in_flight(self, slot: Slot, run: LoadedRun, state: RunState) -> None:
         """Ask everything of the run that runs now to stop, and when to give up on it."""
         for token in slot.tokens():

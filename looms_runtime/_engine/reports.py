@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import structlog
@@ -25,6 +25,16 @@ def settled_record(run: LoadedRun) -> RunSettled:
         idempotency_key=header.idempotency_key,
         attributes=header.attributes,
     )
+
+
+def announce_settled(run: LoadedRun, on_settled: Callable[[RunSettled], None] | None) -> None:
+    """Tell the host a run settled (its final event is durable); a failing hook only logs."""
+    if on_settled is None:
+        return
+    try:
+        on_settled(settled_record(run))
+    except Exception:
+        log.exception("on_settled_failed")
 
 
 def bind_log_fields(run: LoadedRun, names: Sequence[str]) -> dict[str, Any]:
