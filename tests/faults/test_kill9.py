@@ -37,18 +37,10 @@ def test_kill9_accounts_every_occurrence_exactly_once(report: Json) -> None:
     holds(report, "no_unaccounted_occurrence")
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="intermittent today: a launch claimed before a kill stays `launching` (5 min lease)",
-)
 def test_kill9_leaves_no_row_launching(report: Json) -> None:
     holds(report, "no_row_left_launching")
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="intermittent today: a dead owner's runs wait out the 30 s owner lease",
-)
 def test_kill9_leaves_no_run_active_after_settling(report: Json) -> None:
     holds(report, "no_run_left_active")
 
@@ -57,31 +49,18 @@ def test_kill9_ledger_matches_the_runs(report: Json) -> None:
     holds(report, "ledger_matches_runs")
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="intermittent today: a kill between a step's dispatch and its spawn parks the run",
-)
 def test_kill9_parks_no_run_whose_step_never_started(report: Json) -> None:
     holds(report, "no_park_before_step_started")
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="intermittent today: a step that outlived the daemon is parked once the lease ends",
-)
 def test_kill9_parks_no_run_whose_step_finished(report: Json) -> None:
     holds(report, "no_park_of_finished_step")
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="intermittent today: runs interrupted late are parked or still wait out the lease",
-)
 def test_kill9_resumes_every_interrupted_run(report: Json) -> None:
     holds(report, "interrupted_runs_resume")
 
 
-@pytest.mark.xfail(strict=True, reason="takeover waits for the runtime's owner lease (30 s)")
 def test_kill9_resumes_interrupted_runs_within_a_second(report: Json) -> None:
     holds(report, "resume_within_bound")
 

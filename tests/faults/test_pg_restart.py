@@ -44,10 +44,6 @@ def test_pg_restart_accounts_every_occurrence_exactly_once(report: Json) -> None
     holds(report, "no_unaccounted_occurrence")
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="intermittent today: a launch claimed as the server went away can stay `launching`",
-)
 def test_pg_restart_leaves_no_row_launching(report: Json) -> None:
     holds(report, "no_row_left_launching")
 

@@ -16,12 +16,10 @@ def report() -> Json:
     return run_scenario("sigterm", step_s=20, terms=1, seconds=16, settle_s=15)
 
 
-@pytest.mark.xfail(strict=True, reason="SIGTERM waits out the 10 s shutdown grace while steps run")
 def test_sigterm_exits_promptly_while_steps_run(report: Json) -> None:
     holds(report, "sigterm_prompt")
 
 
-@pytest.mark.xfail(strict=True, reason="an idempotent step running through the stop is run again")
 def test_sigterm_executes_each_step_once(report: Json) -> None:
     holds(report, "each_step_once")
 
@@ -46,27 +44,18 @@ def test_sigterm_parks_no_run_whose_step_never_started(report: Json) -> None:
     holds(report, "no_park_before_step_started")
 
 
-@pytest.mark.xfail(strict=True, reason="the next daemon parks a step that outlived the stop")
 def test_sigterm_parks_no_run_whose_step_finished(report: Json) -> None:
     holds(report, "no_park_of_finished_step")
 
 
-@pytest.mark.xfail(strict=True, reason="steps that outlive the stop are parked, not adopted")
 def test_sigterm_adopts_and_completes_every_interrupted_run(report: Json) -> None:
     holds(report, "interrupted_runs_resume")
 
 
-@pytest.mark.xfail(
-    strict=True, reason="runs that finish during the stop leave their rows `launched`"
-)
 def test_sigterm_ledger_is_fresh_while_no_daemon_runs(report: Json) -> None:
     holds(report, "ledger_fresh_while_stopped")
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="intermittent today: occurrences behind a parked run are plain `overlap`",
-)
 def test_sigterm_skips_nothing_silently_behind_a_parked_run(report: Json) -> None:
     holds(report, "no_silent_block")
 

@@ -29,18 +29,10 @@ def test_three_daemons_account_every_occurrence_exactly_once(report: Json) -> No
     holds(report, "no_unaccounted_occurrence")
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="intermittent today: a launch claimed before a kill stays `launching` (5 min lease)",
-)
 def test_three_daemons_leave_no_row_launching(report: Json) -> None:
     holds(report, "no_row_left_launching")
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="intermittent today: a dead owner's runs wait out the 30 s owner lease",
-)
 def test_three_daemons_leave_no_run_active_after_settling(report: Json) -> None:
     holds(report, "no_run_left_active")
 
@@ -53,23 +45,14 @@ def test_three_daemons_park_no_run_whose_step_never_started(report: Json) -> Non
     holds(report, "no_park_before_step_started")
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="intermittent today: a step that outlived its daemon is parked once the lease ends",
-)
 def test_three_daemons_park_no_run_whose_step_finished(report: Json) -> None:
     holds(report, "no_park_of_finished_step")
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="intermittent today: runs interrupted late are parked or still wait out the lease",
-)
 def test_three_daemons_resume_every_interrupted_run(report: Json) -> None:
     holds(report, "interrupted_runs_resume")
 
 
-@pytest.mark.xfail(strict=True, reason="takeover waits for the runtime's owner lease (30 s)")
 def test_three_daemons_resume_interrupted_runs_within_a_second(report: Json) -> None:
     holds(report, "resume_within_bound")
 

@@ -51,6 +51,7 @@ def resume(obs: Observations) -> Json:
     launch: list[float] = []
     never: set[str] = set()
     parked: set[str] = set()
+    excused: set[str] = set()
     per_restart: list[Json] = []
     for fault in obs.faults:
         if fault.restart_at is None:
@@ -58,7 +59,12 @@ def resume(obs: Observations) -> Json:
         ready = fault.ready_at or fault.restart_at
         delays, never_here, parked_here = _interrupted(obs, fault, ready, lines, host_of)
         never |= never_here
-        parked |= parked_here
+        if fault.detail == "host_crash":
+            # After a host crash (its running steps killed too) a run whose step may have
+            # run is ambiguous: parking it is the promise, not a failure to resume, and
+            # it stays parked through the faults after it.
+            excused |= parked_here
+        parked |= parked_here - excused
         if delays:
             first.append(min(delays))
             worst.append(max(delays))
