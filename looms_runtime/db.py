@@ -17,12 +17,10 @@ from contextlib import contextmanager
 from typing import Any
 
 import sqlalchemy as sa
-import structlog
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine, make_url
 
 _WRITE = "looms_write"
-log = structlog.get_logger()
 
 
 class Database:
@@ -133,7 +131,10 @@ class Database:
                     # PASSIVE never waits for (or blocks) readers and writers.
                     conn.exec_driver_sql("PRAGMA wal_checkpoint(PASSIVE)")
             except sa.exc.SQLAlchemyError as exc:
-                log.warning("wal_checkpoint_failed", error=str(exc))
+                # Imported here: a short-lived command reading the database never logs.
+                import structlog  # noqa: PLC0415
+
+                structlog.get_logger().warning("wal_checkpoint_failed", error=str(exc))
 
     def checked_out(self) -> int:
         """Connections currently checked out of the pool (tests assert none leak)."""

@@ -36,6 +36,8 @@ IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 for _name in list(os.environ):
     if _name.startswith("TRIGGERS_") and not _name.startswith("TRIGGERS_TEST_"):
         del os.environ[_name]
+# A host's service environment file must not leak into the tests' CLI calls.
+os.environ["TRIGGERS_ENV_FILE"] = ""
 
 
 def _pg_admin() -> sa.Engine:

@@ -16,6 +16,7 @@ import signal
 import sys
 import threading
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from types import FrameType
 
@@ -24,20 +25,21 @@ import structlog
 from looms_runtime import LoomsError, Runtime
 from looms_runtime.db import Database
 from looms_runtime.host import ProcessId
-from triggers import __version__
+from triggers import __version__, actions
+from triggers.actions import local_actor
 from triggers.clock import Clock, SystemClock
 from triggers.declarations import parse_declarations, read_declarations_text, text_digest
-from triggers.errors import ConfigError, DeclarationError, StoreError, TriggersError
+from triggers.errors import ConfigError, DeclarationError, StoreError
 from triggers.metrics import Metrics
 from triggers.notify import Notifier, status_line
 from triggers.runner.looms import LoomsRunner
 from triggers.scheduler.engine import Scheduler
 from triggers.scheduler.health import summarize, trigger_gauges
-from triggers.services import apply_declarations
 from triggers.settings import Settings
-from triggers.store.migrate import ensure_schema
+from triggers.store import database as store_database
 from triggers.store.protocol import Heartbeat
 from triggers.store.sql import SqlTriggerStore
+from triggers.store.sql_audit import SqlAuditLog
 
 log = structlog.get_logger()
 
@@ -64,17 +66,12 @@ def open_database(
         SchemaBehindError: the schema is behind (exit 78).
         StoreUnavailableError: the database cannot be reached (exit 75).
     """
-    db = Database(
-        settings.resolved_database_url(),
+    return store_database.open_database(
+        settings.database_location(),
+        create=migrate_empty,
         sqlite_synchronous=settings.sqlite_synchronous,
-        checkpoint_interval_s=1.0 if background_checkpoints else None,
+        background_checkpoints=background_checkpoints,
     )
-    try:
-        ensure_schema(db, migrate_empty=migrate_empty)
-    except TriggersError:
-        db.dispose()
-        raise
-    return db
 
 
 def open_backend(
@@ -153,7 +150,8 @@ class Daemon:
         self._stalled = False
         self._status_at: float | None = None
 
-    def run(self) -> int:
+    def run(self, *, stop_asked: Sequence[int] = ()) -> int:
+        """Run until stopped; `stop_asked` holds stop signals that came before `run`."""
         settings = self._settings
         # Threads hand the interpreter over every millisecond rather than every five,
         # so a batch ready to launch on one thread does not wait behind another's work
@@ -162,6 +160,8 @@ class Daemon:
         self._notifier = Notifier.from_environment()
         # First, so that a SIGTERM during start-up still ends in a clean exit.
         self._install_signals()
+        if stop_asked:
+            self.stop()
         backend = open_backend(settings, owner=self._owner, clock=self._clock, daemon=True)
         try:
             self._apply(backend, initial=True)
@@ -296,9 +296,16 @@ class Daemon:
                 self._applied("unchanged")
                 return
             declarations = parse_declarations(text, source=str(path))
-            result = apply_declarations(
-                backend.store, backend.runtime.register_flow, declarations, now=self._clock.now()
-            )
+            result = actions.apply(
+                backend.store,
+                SqlAuditLog(backend.db),
+                backend.runtime.register_flow,
+                declarations,
+                now=self._clock.now(),
+                actor=local_actor(self._settings.host),
+                note=f"applied by the daemon {self._owner} at {'start' if initial else 'reload'}",
+                record_unchanged=False,
+            ).result
         except DeclarationError as exc:
             stored = backend.store.list_triggers()
             problems = exc.details.get("problems")

@@ -4,13 +4,15 @@ Class tree (codes never renumbered or reused)::
 
     TriggersError                     TRG-000  exit 1
     ├── ConfigError                   TRG-100  exit 78  invalid settings
-    │   └── SchemaBehindError         TRG-101  exit 78  database schema older than this release
+    │   ├── SchemaBehindError         TRG-101  exit 78  database schema older than this release
+    │   └── DatabaseMissingError      TRG-102  exit 78  no database, or no schema in it, yet
     ├── InputError                    TRG-110  exit 2   bad input
     │   ├── DeclarationError          TRG-111  exit 2   a declarations file failed validation
     │   ├── UnknownTriggerError       TRG-112  exit 2   no trigger with that id
     │   ├── InvalidTimeError          TRG-113  exit 2   an unparseable or out-of-range time
     │   ├── BackfillTooLargeError     TRG-114  exit 2   a backfill range above the cap
-    │   └── UnknownRunError           TRG-115  exit 2   no run with that id
+    │   ├── UnknownRunError           TRG-115  exit 2   no run with that id
+    │   └── UsageError                TRG-116  exit 2   a command line that does not parse
     ├── ScheduleError                 TRG-200  exit 2   a cron expression or time zone is invalid
     ├── StoreError                    TRG-300  exit 1
     │   ├── StoreUnavailableError     TRG-301  exit 75  the database cannot be reached
@@ -38,6 +40,8 @@ class ExitCode(enum.IntEnum):
     OK = 0
     FAILED = 1
     BAD_INPUT = 2
+    ATTENTION = 3
+    """`status`: no daemon is alive, or a run waits for an operator."""
     TEMPORARY = 75
     CONFIG = 78
 
@@ -69,6 +73,15 @@ class SchemaBehindError(ConfigError):
     """The database schema is older than this release; `triggers db upgrade` fixes it."""
 
     code = "TRG-101"
+
+
+class DatabaseMissingError(ConfigError):
+    """The database, or the schema in it, does not exist yet: no daemon has used it.
+
+    Commands that only read never create a database or migrate one; the daemon
+    (`triggers run`), `triggers apply` and `triggers db upgrade` do."""
+
+    code = "TRG-102"
 
 
 class InputError(TriggersError):
@@ -106,6 +119,12 @@ class UnknownRunError(InputError):
     """No run with that id is known to the runtime."""
 
     code = "TRG-115"
+
+
+class UsageError(InputError):
+    """The command line does not parse: an unknown option, a missing argument."""
+
+    code = "TRG-116"
 
 
 class ScheduleError(TriggersError):

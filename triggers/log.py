@@ -100,11 +100,18 @@ def configure_logging(*, json: bool, level: str = "info", stream: IO[str] | None
         structlog.processors.TimeStamper(fmt="iso", utc=True),
     ]
     renderer: Any
+    # Tracebacks never show local variables: they hold triggers' inputs and secrets.
     if json:
         renderer = structlog.processors.JSONRenderer()
-        shared.append(structlog.processors.dict_tracebacks)
+        shared.append(
+            structlog.processors.ExceptionRenderer(
+                structlog.tracebacks.ExceptionDictTransformer(show_locals=False)
+            )
+        )
     else:
-        renderer = structlog.dev.ConsoleRenderer(colors=out.isatty())
+        renderer = structlog.dev.ConsoleRenderer(
+            colors=out.isatty(), exception_formatter=structlog.dev.plain_traceback
+        )
     structlog.configure(
         processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
         logger_factory=structlog.stdlib.LoggerFactory(),

@@ -236,6 +236,7 @@ class Trigger:
     revision: int
     paused: bool = False
     pause_note: str | None = None
+    paused_at: datetime | None = None
     retired: bool = False
     watermark_at: datetime
     active_count: int = 0

@@ -12,12 +12,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
 from looms_runtime.host import ProcessId, boot_id
 from triggers.clock import iso
-from triggers.declarations import Declarations
 from triggers.errors import (
     BackfillTooLargeError,
     ConfigError,
@@ -35,21 +34,6 @@ from triggers.model import (
     TriggerSpec,
     describe_schedule,
 )
-from triggers.scheduler.backfill import (
-    BACKFILL_CAP,
-    BackfillResult,
-    backfill_items,
-    plan_backfill,
-)
-from triggers.scheduler.occurrences import (
-    CompiledSchedule,
-    compile_schedule,
-    count_occurrences,
-)
-from triggers.scheduler.occurrences import (
-    next_occurrences as list_occurrences,
-)
-from triggers.scheduler.quiet import quiet_range, quiet_reason
 from triggers.store.protocol import (
     ApplyResult,
     Claim,
@@ -58,6 +42,14 @@ from triggers.store.protocol import (
     HistoryQuery,
     TriggerStore,
 )
+
+if TYPE_CHECKING:
+    from triggers.declarations import Declarations
+    from triggers.scheduler.backfill import BackfillResult
+    from triggers.scheduler.occurrences import CompiledSchedule
+
+# The scheduler's modules are imported by the functions that use them: `triggers list`
+# on a store without triggers, and `--help`, never need the cron machinery.
 
 RegisterFlow = Callable[[str, Mapping[str, Any]], str]
 """Stores a flow definition in the runtime; returns its version."""
@@ -130,6 +122,8 @@ def next_fire(trigger: Trigger, *, now: datetime) -> datetime | None:
 
 
 def _compile(spec: TriggerSpec) -> CompiledSchedule:
+    from triggers.scheduler.occurrences import compile_schedule  # noqa: PLC0415
+
     return compile_schedule(
         spec.schedule,
         trigger_id=spec.id,
@@ -225,6 +219,8 @@ def resume(store: TriggerStore, trigger_id: str, *, now: datetime) -> Trigger:
 def _record_quiet(store: TriggerStore, trigger: Trigger, *, now: datetime) -> Trigger:
     """Record the occurrences a paused or disabled trigger let pass as a `skipped` range,
     as the daemon does at every poll; returns the trigger as it is then."""
+    from triggers.scheduler.quiet import quiet_range, quiet_reason  # noqa: PLC0415
+
     for _attempt in range(_ATTEMPTS):
         reason = quiet_reason(trigger)
         if reason is None:
@@ -270,6 +266,15 @@ def backfill(
         BackfillTooLargeError: more occurrences than `max_count` (default 1000).
         UnknownTriggerError, InputError: no such trigger, or a retired one.
     """
+    from triggers.scheduler.backfill import (  # noqa: PLC0415
+        BACKFILL_CAP,
+        BackfillResult,
+        backfill_items,
+        plan_backfill,
+    )
+    from triggers.scheduler.occurrences import count_occurrences  # noqa: PLC0415
+    from triggers.scheduler.occurrences import next_occurrences as list_occurrences  # noqa: PLC0415
+
     if end_at < start_at:
         raise InvalidTimeError(
             f"backfill range ends ({iso(end_at)}) before it starts ({iso(start_at)})"

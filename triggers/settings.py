@@ -20,6 +20,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from triggers.durations import parse_duration
 from triggers.errors import ConfigError
+from triggers.locations import DatabaseLocation, Environment, locate_database
 from triggers.scheduler.options import SchedulerOptions
 
 
@@ -64,6 +65,8 @@ class Settings(BaseSettings):
     poll_interval: Duration = _scheduler_default("poll_interval")
     """Longest sleep between ticks, to see other daemons' and operators' changes."""
     fire_retention: Duration = _scheduler_default("fire_retention")
+    heartbeat_retention: Duration = _scheduler_default("heartbeat_retention")
+    """Daemons silent for this long are dropped from `status` (their heartbeat deleted)."""
     lease: Duration = _scheduler_default("lease")
     """How long a claimed launch stays reserved before another daemon may retry it."""
     start_timeout: Duration = _scheduler_default("start_timeout")
@@ -97,34 +100,48 @@ class Settings(BaseSettings):
             return Path(systemd_state.split(":")[0])
         return Path(platformdirs.user_data_dir("triggers"))
 
+    def database_location(self) -> DatabaseLocation:
+        """The database these settings name, found as `triggers.locations` says.
+
+        Raises:
+            ConfigError: the URL is not one, or names an unsupported database.
+        """
+        url = self.database_url.get_secret_value() if self.database_url else None
+        return locate_database(
+            Environment.load(read_file=False),
+            url=url,
+            url_source="TRIGGERS_DATABASE_URL",
+            state_directory=self.state_directory,
+        )
+
     def resolved_database_url(self) -> str:
         """The database URL, creating the state directory for the embedded default."""
-        if self.database_url is not None:
-            return self.database_url.get_secret_value()
-        directory = self.resolved_state_directory()
-        directory.mkdir(parents=True, exist_ok=True)
-        return f"sqlite:///{directory / 'triggers.sqlite'}"
+        location = self.database_location()
+        if location.embedded and location.sqlite_path is not None:
+            location.sqlite_path.parent.mkdir(parents=True, exist_ok=True)
+        return location.url
 
     def redacted_database_url(self) -> str:
         """The URL with any password hidden, for logs and `status`."""
-        from sqlalchemy.engine import make_url  # noqa: PLC0415 (keep settings import light)
-
-        return make_url(self.resolved_database_url()).render_as_string(hide_password=True)
+        return self.database_location().redacted
 
 
 SCHEDULER_SETTINGS = tuple(name for name in _SCHEDULER_DEFAULTS if name in Settings.model_fields)
 """The settings that are scheduler options too (same name, same meaning, same default)."""
 
 
-def load_settings(**overrides: Any) -> Settings:
+def load_settings(*, env_file: Path | None = None, **overrides: Any) -> Settings:
     """Settings from the environment with `overrides` (CLI flags) on top.
+
+    `env_file` (the service's environment file) supplies the variables the
+    environment does not set, as systemd's `EnvironmentFile=` does for the daemon.
 
     Raises:
         ConfigError: a value is invalid; the message names the variable.
     """
     given = {key: value for key, value in overrides.items() if value is not None}
     try:
-        return Settings(**given)
+        return Settings(**given, _env_file=env_file)
     except ValidationError as exc:
         problems = [
             f"TRIGGERS_{'__'.join(str(p) for p in error['loc']).upper()}: {error['msg']}"

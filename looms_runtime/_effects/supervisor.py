@@ -41,6 +41,9 @@ _CHUNK = 65536
 EXIT_DRAIN_S = 1.0
 """How long output is still read after the command exits: a background child that kept
 the pipes open must not hold the attempt open."""
+ERROR_TAIL_LINES = 3
+ERROR_TAIL_CHARS = 300
+"""How much of stderr a failure's message carries (all of it is in the outcome's output)."""
 
 
 def _load_output() -> Any:
@@ -278,13 +281,24 @@ class Supervisor:
             self._finish(output, ok=False, error="cancelled", cancelled=True)
         elif self.timed_out:
             timeout_s = float(self.spec["timeout_s"])
-            self._finish(output, ok=False, error=f"timed out after {timeout_s:g}s")
+            self._finish(output, ok=False, error=self._failure(f"timed out after {timeout_s:g}s"))
         elif code == 0:
             self._finish(output, ok=True, error=None)
         elif code is not None and code >= 0:
-            self._finish(output, ok=False, error=f"exit code {code}")
+            self._finish(output, ok=False, error=self._failure(f"exit code {code}"))
         else:
-            self._finish(output, ok=False, error=f"killed by {output['signal']}")
+            self._finish(output, ok=False, error=self._failure(f"killed by {output['signal']}"))
+
+    def _failure(self, message: str) -> str:
+        """A failure's message with the last lines of stderr, which usually say why: the
+        ledger, `history` and the logs then show it where people look."""
+        lines = [line.strip() for line in self.stderr.text().splitlines() if line.strip()]
+        said = " | ".join(lines[-ERROR_TAIL_LINES:])
+        if not said:
+            return message
+        if len(said) > ERROR_TAIL_CHARS:
+            said = "..." + said[-ERROR_TAIL_CHARS:]
+        return f"{message}: {said}"
 
     def _finish(
         self, output: dict[str, Any], *, ok: bool, error: str | None, cancelled: bool = False

@@ -151,6 +151,6 @@ def test_no_sqlalchemy_error_escapes_a_store_method(database: Database) -> None:
 
     for fault in faults:
         with driver_raises(database, fault), pytest.raises(StoreError) as caught:
-            store.counts()
+            store.occurrence_counts()
         assert type(caught.value) is StoreError
         assert isinstance(caught.value.__cause__, sa.exc.DBAPIError)

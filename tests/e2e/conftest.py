@@ -32,6 +32,7 @@ class Cli:
         self.env.update(
             {
                 "TRIGGERS_DATABASE_URL": database_url,
+                "TRIGGERS_ENV_FILE": "",
                 "TRIGGERS_LOG_FORMAT": "json",
                 "TRIGGERS_POLL_INTERVAL": "1s",
                 "TRIGGERS_RUN_POLL_INTERVAL": "1s",

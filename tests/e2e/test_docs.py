@@ -34,6 +34,8 @@ def _environment(workdir: Path) -> dict[str, str]:
             "TZ": "UTC",
             "COLUMNS": "200",
             "TRIGGERS_POLL_INTERVAL": "1s",
+            # A host's /etc/triggers/triggers.env must not decide the pages' database.
+            "TRIGGERS_ENV_FILE": "",
         }
     )
     return env

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from triggers.cli._common import parse_time
+from triggers.cli._times import parse_time
 from triggers.clock import utc
 from triggers.declarations import parse_declarations
 from triggers.durations import format_duration, parse_duration

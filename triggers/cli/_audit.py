@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import asdict
 
 import typer
@@ -14,7 +13,6 @@ from triggers.cli._common import (
     current_settings,
     emit,
     errors,
-    quiet_logging,
     table,
 )
 
@@ -28,36 +26,32 @@ def audit_command(as_json: JsonOpt = False) -> None:
     trigger's counters must equal the ledger.
     """
     from triggers.audit import RunFact, audit  # noqa: PLC0415 (only this command needs them)
-    from triggers.daemon import open_backend  # noqa: PLC0415
+    from triggers.cli._backend import open_runtime  # noqa: PLC0415
+    from triggers.store.sql import SqlTriggerStore  # noqa: PLC0415
 
-    with errors(as_json):
+    with errors(as_json), open_runtime() as session:
         settings = current_settings()
-        quiet_logging(settings)
-        backend = open_backend(settings, owner=f"cli:{settings.host}:{os.getpid()}", clock=clock)
-        try:
-            runtime = backend.runtime
-            runs = [
-                RunFact(
-                    run_id=run.run_id,
-                    trigger_id=str(run.attributes["trigger_id"])
-                    if run.attributes.get("trigger_id")
-                    else None,
-                    idempotency_key=run.idempotency_key,
-                    status=run.status,
-                    created_at=run.created_at,
-                    settled_at=run.settled_at,
-                )
-                for run in runtime.list_runs(limit=10_000_000)
-            ]
-            report = audit(
-                backend.store,
-                runs,
-                lambda ids: {run_id: info.status for run_id, info in runtime.statuses(ids).items()},
-                now=clock.now(),
-                fire_retention=settings.fire_retention,
+        runtime = session.runtime
+        runs = [
+            RunFact(
+                run_id=run.run_id,
+                trigger_id=str(run.attributes["trigger_id"])
+                if run.attributes.get("trigger_id")
+                else None,
+                idempotency_key=run.idempotency_key,
+                status=run.status,
+                created_at=run.created_at,
+                settled_at=run.settled_at,
             )
-        finally:
-            backend.close()
+            for run in runtime.list_runs(limit=10_000_000)
+        ]
+        report = audit(
+            SqlTriggerStore(session.db),
+            runs,
+            lambda ids: {run_id: info.status for run_id, info in runtime.statuses(ids).items()},
+            now=clock.now(),
+            fire_retention=settings.fire_retention,
+        )
     document = {
         "clean": report.clean,
         "rows": report.rows,

@@ -1,38 +1,44 @@
-"""Commands about triggers: run, validate, apply, list, next, history, fire, backfill,
-pause, resume, status, db upgrade."""
+"""Commands about the daemon, declarations files and schedules: run, validate, next, db upgrade."""
 
 from __future__ import annotations
 
-import os
+import signal
 import sys
-from datetime import timedelta
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from triggers import __version__, services
-from triggers.cli._app import app, db_app
-from triggers.cli._common import (
-    JsonOpt,
-    clock,
-    current_settings,
-    emit,
-    errors,
-    fire_json,
-    open_store,
-    opt_iso,
-    parse_time,
-    quiet_logging,
-    table,
-)
+from triggers.cli._app import app, db_app, options
+from triggers.cli._backend import environment, open_database_for_upgrade, open_store
+from triggers.cli._common import clock, errors, output_of, quiet_logging
+from triggers.cli._output import JsonOpt, OutputOpt, emit, table
+from triggers.cli._times import parse_time
 from triggers.clock import iso
-from triggers.declarations import Declarations, load_declarations
-from triggers.durations import format_duration
 from triggers.errors import InputError
-from triggers.log import configure_logging, wants_json
-from triggers.model import FireRecord, Outcome, Overlap
-from triggers.store.protocol import HistoryQuery
+
+if TYPE_CHECKING:
+    from triggers.declarations import Declarations
+
+
+def declarations_file(file: Path | None) -> Path:
+    """FILE, else `--config`, else `TRIGGERS_CONFIG` (environment, then the service's file)."""
+    if file is not None:
+        return file
+    if options.config is not None:
+        return options.config
+    configured = environment().get("TRIGGERS_CONFIG")
+    if configured:
+        return Path(configured)
+    raise InputError("no declarations file: give FILE, --config FILE or TRIGGERS_CONFIG")
+
+
+FileArg = Annotated[
+    Path | None,
+    typer.Argument(
+        metavar="[FILE]", help="Declarations file (YAML); default: --config, $TRIGGERS_CONFIG."
+    ),
+]
 
 
 @app.command()
@@ -48,137 +54,51 @@ def run(
     ] = None,
 ) -> None:
     """Run the daemon in the foreground (logs on stderr)."""
+    # A stop asked for while the daemon is still importing ends in a clean exit (0),
+    # not in death by signal: held here, handed to the daemon once it exists.
+    asked: list[int] = []
+    for number in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(number, lambda signum, _frame: asked.append(signum))
     from triggers.daemon import Daemon  # noqa: PLC0415 (keeps the query commands light)
+    from triggers.log import configure_logging, wants_json  # noqa: PLC0415
+    from triggers.settings import load_settings  # noqa: PLC0415
 
-    with errors(as_json=False):
-        settings = current_settings(config=config)
+    with errors(False):
+        # The daemon takes its environment as systemd gives it (EnvironmentFile=
+        # already applied), never reading the file itself: it may be root's only.
+        settings = load_settings(
+            database_url=options.database_url, log_format=options.log_format, config=config
+        )
         configure_logging(json=wants_json(settings.log_format), level=settings.log_level)
-        code = Daemon(settings).run()
+        daemon = Daemon(settings)
+        code = daemon.run(stop_asked=asked)
     raise typer.Exit(code)
 
 
 @app.command()
-def validate(
-    file: Annotated[Path, typer.Argument(help="Declarations file (YAML).")],
-    as_json: JsonOpt = False,
-) -> None:
+def validate(file: FileArg = None, as_json: JsonOpt = False, output: OutputOpt = None) -> None:
     """Check a declarations file; exit 2 listing every problem."""
-    with errors(as_json):
-        quiet_logging()
-        declarations = load_declarations(file)
-        if as_json:
+    from triggers.declarations import load_declarations  # noqa: PLC0415
+
+    shape = output_of(as_json, output)
+    with errors(shape):
+        path = declarations_file(file)
+        declarations = load_declarations(path)
+        if shape.machine:
             emit(
                 {
                     "valid": True,
-                    "file": str(file),
+                    "file": str(path),
                     "flows": len(declarations.flows),
                     "triggers": len(declarations.triggers),
-                }
+                },
+                shape,
             )
         else:
             sys.stdout.write(
-                f"{file}: valid ({len(declarations.flows)} flows, "
+                f"{path}: valid ({len(declarations.flows)} flows, "
                 f"{len(declarations.triggers)} triggers)\n"
             )
-
-
-@app.command()
-def apply(
-    file: Annotated[Path, typer.Argument(help="Declarations file (YAML).")],
-    as_json: JsonOpt = False,
-) -> None:
-    """Write declarations to the store (changed ones get a new revision; missing ones retire)."""
-    from triggers.daemon import open_backend, owner_id  # noqa: PLC0415
-
-    with errors(as_json):
-        settings = current_settings()
-        quiet_logging(settings)
-        declarations = load_declarations(file)  # before touching the store
-        backend = open_backend(settings, owner=owner_id(settings.host), clock=clock)
-        try:
-            result = services.apply_declarations(
-                backend.store, backend.runtime.register_flow, declarations, now=clock.now()
-            )
-        finally:
-            backend.close()
-        document = {
-            "created": result.created,
-            "updated": result.updated,
-            "unchanged": result.unchanged,
-            "retired": result.retired,
-        }
-        if as_json:
-            emit(document)
-        else:
-            for key, ids in document.items():
-                sys.stdout.write(
-                    f"{key}: {len(ids)}" + (f" ({', '.join(ids)})" if ids else "") + "\n"
-                )
-
-
-@app.command("list")
-def list_command(as_json: JsonOpt = False) -> None:
-    """Triggers with schedule, zone, overlap, state, next fire, last outcome, active run."""
-    with errors(as_json), open_store() as store:
-        views = services.list_triggers(store, now=clock.now())
-        rows = []
-        for view in views:
-            trigger, spec = view.trigger, view.trigger.spec
-            rows.append(
-                {
-                    "id": trigger.id,
-                    "schedule": services.describe(trigger),
-                    "timezone": spec.timezone,
-                    "overlap": spec.overlap.value,
-                    "enabled": spec.enabled and not trigger.retired,
-                    "retired": trigger.retired,
-                    "paused": trigger.paused,
-                    "pause_note": trigger.pause_note,
-                    "revision": trigger.revision,
-                    "flow": spec.flow,
-                    "next_fire": opt_iso(view.next_fire_at),
-                    "last_outcome": view.last.outcome.value if view.last else None,
-                    "last_occurrence": opt_iso(view.last.occurrence_at) if view.last else None,
-                    "active_run_id": view.active_run_id,
-                    "blocked_by": trigger.blocked_by,
-                    "description": spec.description,
-                }
-            )
-        if as_json:
-            emit(rows)
-            return
-        table(
-            ["id", "schedule", "tz", "overlap", "state", "next fire", "last", "active run"],
-            [
-                [
-                    r["id"],
-                    r["schedule"],
-                    r["timezone"],
-                    r["overlap"],
-                    _state(r),
-                    r["next_fire"],
-                    r["last_outcome"],
-                    r["active_run_id"],
-                ]
-                for r in rows
-            ],
-        )
-
-
-def _reason(record: FireRecord) -> str | None:
-    if record.blocked_by:
-        return f"blocked by {record.blocked_by}"
-    return record.reason.value if record.reason else None
-
-
-def _state(row: dict[str, Any]) -> str:
-    if row["retired"]:
-        return "retired"
-    if not row["enabled"]:
-        return "disabled"
-    if row["paused"]:
-        return "paused"
-    return f"blocked by {row['blocked_by']}" if row["blocked_by"] else "enabled"
 
 
 @app.command("next")
@@ -193,6 +113,9 @@ def next_command(
     as_json: JsonOpt = False,
 ) -> None:
     """The next N occurrences of a trigger (UTC and local)."""
+    from triggers import services  # noqa: PLC0415
+    from triggers.declarations import load_declarations  # noqa: PLC0415
+
     with errors(as_json):
         quiet_logging()
         start = parse_time(after, now=clock.now()) if after else clock.now()
@@ -212,273 +135,19 @@ def next_command(
         )
 
 
-@app.command()
-def history(
-    trigger_id: Annotated[str | None, typer.Argument(metavar="[ID]")] = None,
-    outcome: Annotated[
-        list[str] | None, typer.Option("--outcome", help="Only these outcomes (repeatable).")
-    ] = None,
-    since: Annotated[str | None, typer.Option(help="Occurrences at or after this time.")] = None,
-    until: Annotated[str | None, typer.Option(help="Occurrences at or before this time.")] = None,
-    limit: Annotated[int, typer.Option(min=1, max=100_000)] = 50,
-    as_json: JsonOpt = False,
-) -> None:
-    """The fire ledger, newest occurrence first."""
-    with errors(as_json):
-        now = clock.now()
-        outcomes = frozenset(_outcome(o) for o in outcome or [])
-        query = HistoryQuery(
-            trigger_id=trigger_id,
-            outcomes=outcomes,
-            since=parse_time(since, now=now) if since else None,
-            until=parse_time(until, now=now) if until else None,
-            limit=limit,
-        )
-        with open_store() as store:
-            records = services.history(store, query)
-        if as_json:
-            emit([fire_json(r) for r in records])
-            return
-        table(
-            ["occurrence", "trigger", "outcome", "reason", "run", "latency", "error"],
-            [
-                [
-                    _occurrence_text(r),
-                    r.trigger_id,
-                    r.outcome.value,
-                    _reason(r),
-                    r.run_id,
-                    _latency(r),
-                    r.error,
-                ]
-                for r in records
-            ],
-        )
-
-
-def _outcome(text: str) -> Outcome:
-    try:
-        return Outcome(text)
-    except ValueError:
-        raise InputError(
-            f"unknown outcome {text!r}; one of: {', '.join(o.value for o in Outcome)}"
-        ) from None
-
-
-def _occurrence_text(record: FireRecord) -> str:
-    if record.count > 1 and record.last_occurrence_at is not None:
-        return f"{iso(record.occurrence_at)} .. {iso(record.last_occurrence_at)} ({record.count})"
-    return iso(record.occurrence_at)
-
-
-def _latency(record: FireRecord) -> str | None:
-    if record.launched_at is None:
-        return None
-    return f"{(record.launched_at - record.occurrence_at).total_seconds() * 1000:.0f}ms"
-
-
-@app.command()
-def fire(
-    trigger_id: Annotated[str, typer.Argument(metavar="ID")],
-    key: Annotated[str | None, typer.Option(help="Idempotency key (default: the time).")] = None,
-    overlap: Annotated[
-        str | None, typer.Option(help="Override the overlap policy for this fire.")
-    ] = None,
-    as_json: JsonOpt = False,
-) -> None:
-    """Fire one occurrence now (manual); a daemon on this host launches it at once."""
-    with errors(as_json), open_store() as store:
-        settings = current_settings()
-        policy = _overlap(overlap) if overlap else None
-        claim = services.fire(
-            store,
-            trigger_id,
-            now=clock.now(),
-            key=key,
-            overlap=policy,
-            owner=f"cli:{settings.host}:{os.getpid()}",
-            host=settings.host,
-        )
-        services.nudge_local_daemons(store, host=settings.host, now=clock.now())
-        summary = services.claim_summary(claim) | {"occurrence": iso(claim.occurrence_at)}
-        if as_json:
-            emit(summary)
-        else:
-            sys.stdout.write(
-                f"{trigger_id}: {summary['action']}"
-                + (f" ({summary['reason']})" if summary["reason"] else "")
-                + f" as {claim.idempotency_key}\n"
-            )
-
-
-@app.command()
-def backfill(
-    trigger_id: Annotated[str, typer.Argument(metavar="ID")],
-    start: Annotated[str, typer.Option("--from", help="First instant of the range (inclusive).")],
-    end: Annotated[str, typer.Option("--to", help="Last instant of the range (inclusive).")],
-    max_count: Annotated[
-        int | None,
-        typer.Option("--max", min=1, help="Allow up to N occurrences (default cap: 1000)."),
-    ] = None,
-    overlap: Annotated[
-        str | None, typer.Option(help="Overlap policy for these occurrences (default buffer_all).")
-    ] = None,
-    as_json: JsonOpt = False,
-) -> None:
-    """Dispatch the occurrences of a past range, in order; the daemon launches them."""
-    with errors(as_json), open_store() as store:
-        settings = current_settings()
-        now = clock.now()
-        result = services.backfill(
-            store,
-            trigger_id,
-            start_at=parse_time(start, now=now),
-            end_at=parse_time(end, now=now),
-            now=now,
-            overlap=_overlap(overlap) if overlap else None,
-            max_count=max_count,
-            owner=f"cli:{settings.host}:{os.getpid()}",
-            host=settings.host,
-        )
-        services.nudge_local_daemons(store, host=settings.host, now=clock.now())
-        items = [
-            {
-                "occurrence": iso(item.occurrence_at),
-                "idempotency_key": item.idempotency_key,
-                "status": item.status.value,
-                "reason": item.reason.value if item.reason else None,
-                "previous_outcome": item.previous.value if item.previous else None,
-            }
-            for item in result.items
-        ]
-        if as_json:
-            emit(
-                {
-                    "trigger_id": result.trigger_id,
-                    "from": iso(result.start_at),
-                    "to": iso(result.end_at),
-                    "overlap": result.overlap.value,
-                    "occurrences": len(items),
-                    "counts": result.counts(),
-                    "items": items,
-                }
-            )
-            return
-        table(
-            ["occurrence", "status", "reason", "was"],
-            [[i["occurrence"], i["status"], i["reason"], i["previous_outcome"]] for i in items],
-        )
-        counts = ", ".join(f"{n} {status}" for status, n in result.counts().items() if n)
-        sys.stdout.write(f"{trigger_id}: {len(items)} occurrences ({counts or 'none'})\n")
-
-
-def _overlap(text: str) -> Overlap:
-    try:
-        return Overlap(text)
-    except ValueError:
-        raise InputError(
-            f"unknown overlap {text!r}; one of: {', '.join(o.value for o in Overlap)}"
-        ) from None
-
-
-@app.command()
-def pause(
-    trigger_id: Annotated[str, typer.Argument(metavar="ID")],
-    note: Annotated[str | None, typer.Option(help="Why (shown by list).")] = None,
-    as_json: JsonOpt = False,
-) -> None:
-    """Stop new claims for a trigger (kept across applies)."""
-    with errors(as_json), open_store() as store:
-        trigger = services.pause(store, trigger_id, note=note, now=clock.now())
-        _paused_output(trigger.id, trigger.paused, trigger.pause_note, as_json)
-
-
-@app.command()
-def resume(
-    trigger_id: Annotated[str, typer.Argument(metavar="ID")], as_json: JsonOpt = False
-) -> None:
-    """Restart claims; the paused period is recorded as skipped, never launched."""
-    with errors(as_json), open_store() as store:
-        trigger = services.resume(store, trigger_id, now=clock.now())
-        _paused_output(trigger.id, trigger.paused, trigger.pause_note, as_json)
-
-
-def _paused_output(trigger_id: str, paused: bool, note: str | None, as_json: bool) -> None:
-    if as_json:
-        emit({"id": trigger_id, "paused": paused, "pause_note": note})
-    else:
-        sys.stdout.write(f"{trigger_id}: {'paused' if paused else 'resumed'}\n")
-
-
-@app.command()
-def status(as_json: JsonOpt = False) -> None:
-    """Daemons' heartbeats, the database, ledger counts."""
-    with errors(as_json), open_store() as store:
-        settings = current_settings()
-        now = clock.now()
-        beats = store.heartbeats()
-        counts = store.counts()
-        triggers = [t for t in store.list_triggers() if not isinstance(t, Exception)]
-        document = {
-            "version": __version__,
-            "database": settings.redacted_database_url(),
-            "daemons": [
-                {
-                    "owner": b.owner,
-                    "host": b.host,
-                    "pid": b.pid,
-                    "version": b.version,
-                    "started_at": iso(b.started_at),
-                    "last_tick_at": iso(b.last_tick_at),
-                    "last_tick_age_s": round((now - b.last_tick_at).total_seconds(), 3),
-                    "stopped_at": opt_iso(b.stopped_at),
-                    "alive": b.stopped_at is None
-                    and now - b.last_tick_at < settings.poll_interval * 3 + timedelta(seconds=5),
-                }
-                for b in beats
-            ],
-            "triggers": {
-                "total": len(triggers),
-                "enabled": sum(1 for t in triggers if t.claimable),
-                "paused": sum(1 for t in triggers if t.paused),
-                "retired": sum(1 for t in triggers if t.retired),
-            },
-            "fires": counts,
-        }
-        if as_json:
-            emit(document)
-            return
-        sys.stdout.write(f"database: {document['database']}\n")
-        for daemon in document["daemons"]:
-            state = (
-                "alive" if daemon["alive"] else ("stopped" if daemon["stopped_at"] else "silent")
-            )
-            age = format_duration(timedelta(seconds=int(daemon["last_tick_age_s"])))
-            sys.stdout.write(f"daemon {daemon['owner']}: {state}, last tick {age} ago\n")
-        shown = document["triggers"]
-        sys.stdout.write(
-            f"triggers: {shown['total']} ({shown['enabled']} enabled, {shown['paused']} paused, "
-            f"{shown['retired']} retired)\n"
-        )
-        ledger = ", ".join(f"{outcome} {count}" for outcome, count in sorted(counts.items()))
-        sys.stdout.write(f"ledger: {ledger or 'empty'}\n")
-
-
 @db_app.command("upgrade")
-def db_upgrade(as_json: JsonOpt = False) -> None:
-    """Apply the schema migrations."""
-    from looms_runtime.db import Database  # noqa: PLC0415
+def db_upgrade(as_json: JsonOpt = False, output: OutputOpt = None) -> None:
+    """Apply the schema migrations (creates the schema in an empty database)."""
     from triggers.store.migrate import upgrade  # noqa: PLC0415
 
-    with errors(as_json):
-        settings = current_settings()
-        quiet_logging(settings)
-        db = Database(settings.resolved_database_url())
+    shape = output_of(as_json, output)
+    with errors(shape):
+        db = open_database_for_upgrade()
         try:
             state = upgrade(db)
         finally:
             db.dispose()
-        if as_json:
-            emit({"revision": state.current, "head": state.head})
+        if shape.machine:
+            emit({"revision": state.current, "head": state.head}, shape)
         else:
             sys.stdout.write(f"schema at {state.current} (head {state.head})\n")

@@ -1,73 +1,141 @@
-"""What every command shares: settings, errors and exit codes, output, times."""
+"""What every command shares: errors and exit codes, the output choice, times, the clock.
+
+Nothing heavy is imported here at module level; see `triggers.cli._backend` for
+opening the database.
+"""
 
 from __future__ import annotations
 
 import json
+import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
-from typing import Annotated, Any
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
-import structlog
 import typer
 
-from looms_runtime import DatabaseUnavailableError as LoomsDatabaseUnavailableError
-from looms_runtime import (
-    EffectNotRetryableError,
-    InvalidRequestError,
-    LoomsError,
-    RunNotFoundError,
-    SignalConflictError,
-)
 from triggers.cli._app import options
+from triggers.cli._output import JsonOpt, Output, emit, table
+from triggers.cli._times import parse_time, show_time
 from triggers.clock import SystemClock, iso
-from triggers.durations import parse_duration
-from triggers.errors import ExitCode, InvalidTimeError, TriggersError
-from triggers.log import configure_logging, wants_json
-from triggers.model import FireRecord
-from triggers.settings import Settings, load_settings
+from triggers.errors import ExitCode, TriggersError
 
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
+if TYPE_CHECKING:
+    from triggers.model import FireRecord
+    from triggers.settings import Settings
+
+# Commands import these from here as well as from their own modules.
+__all__ = [
+    "JsonOpt",
+    "clock",
+    "current_settings",
+    "emit",
+    "errors",
+    "output_of",
+    "parse_time",
+    "quiet_logging",
+    "table",
+]
+
 clock = SystemClock()
 
 
+def output_of(as_json: bool = False, output: Output | None = None) -> Output:
+    """The format this command prints: its own `--output`/`--json`, else the global one."""
+    if output is not None:
+        return output
+    if as_json:
+        return Output.JSON
+    return options.output or Output.TABLE
+
+
+def when(text: str | None, *, now: datetime | None = None) -> datetime | None:
+    """A time option's instant (`--since 2h ago`), read as `--local`/`--utc` says."""
+    return None if text is None else instant(text, now=now)
+
+
+def instant(text: str, *, now: datetime | None = None) -> datetime:
+    """The instant a required time option names (`--from yesterday`)."""
+    return parse_time(text, now=now or clock.now(), local=options.local)
+
+
+def shown(value: datetime | None) -> str | None:
+    """A table cell for an instant, in UTC or local time as `--local`/`--utc` says."""
+    return show_time(value, local=options.local)
+
+
+def quiet_logging(_settings: object = None) -> None:
+    """Send logs (the runtime's, a library's) to stderr at warning level, never to stdout.
+
+    Only commands that load code which logs call this: structlog costs start-up time."""
+    from triggers.log import configure_logging, wants_json  # noqa: PLC0415
+
+    configure_logging(json=wants_json(options.log_format), level="warning")
+
+
 def current_settings(**overrides: Any) -> Settings:
-    """Settings from the environment, the global options and `overrides`."""
-    return load_settings(
-        database_url=options.database_url, log_format=options.log_format, **overrides
-    )
+    """Every setting, as `triggers.cli._backend.settings` reads them."""
+    from triggers.cli._backend import settings  # noqa: PLC0415 (it imports this module)
+
+    return settings(**overrides)
 
 
-def quiet_logging(settings: Settings | None = None) -> None:
-    log_format = settings.log_format if settings else options.log_format
-    configure_logging(json=wants_json(log_format), level="warning")
+def opt_iso(value: datetime | None) -> str | None:
+    return None if value is None else iso(value)
 
 
 @contextmanager
-def errors(as_json: bool) -> Iterator[None]:
-    """Render a known error on stderr and exit with its code; anything else is a bug (1)."""
+def errors(output: Output | bool) -> Iterator[None]:
+    """Render a known error on stderr and exit with its code; anything else is a bug (1).
+
+    A reader that goes away (`| head`) ends the command quietly with 0."""
+    as_json = output.machine if isinstance(output, Output) else bool(output)
     try:
         yield
     except typer.Exit:
         raise
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        raise typer.Exit(int(ExitCode.OK)) from None
     except TriggersError as err:
         print_error(err.to_dict(), as_json)
         raise typer.Exit(int(err.exit_code)) from err
-    except LoomsError as err:
-        details = getattr(err, "details", {})
-        print_error({"code": err.code, "message": str(err), "details": details}, as_json)
-        raise typer.Exit(int(_looms_exit_code(err))) from err
     except Exception as err:
-        structlog.get_logger().exception("command_failed")
+        from looms_runtime.errors import LoomsError  # noqa: PLC0415
+
+        if isinstance(err, LoomsError):
+            details = getattr(err, "details", {})
+            print_error({"code": err.code, "message": str(err), "details": details}, as_json)
+            raise typer.Exit(int(_looms_exit_code(err))) from err
+        _report_bug(err)
         print_error(
             {"code": "TRG-000", "message": f"internal error: {err!r}", "details": {}}, as_json
         )
         raise typer.Exit(int(ExitCode.FAILED)) from err
 
 
-def _looms_exit_code(err: LoomsError) -> ExitCode:
-    if isinstance(err, LoomsDatabaseUnavailableError):
+def _report_bug(err: Exception) -> None:
+    """Log an unexpected error with its traceback (never its locals: they hold inputs)."""
+    quiet_logging()
+    import structlog  # noqa: PLC0415
+
+    structlog.get_logger().error("command_failed", exc_info=err)
+
+
+def _looms_exit_code(err: Any) -> ExitCode:
+    from looms_runtime.errors import (  # noqa: PLC0415
+        DatabaseUnavailableError,
+        EffectNotRetryableError,
+        InvalidRequestError,
+        RunNotFoundError,
+        SignalConflictError,
+    )
+
+    if isinstance(err, DatabaseUnavailableError):
         return ExitCode.TEMPORARY
     if isinstance(
         err,
@@ -79,50 +147,9 @@ def _looms_exit_code(err: LoomsError) -> ExitCode:
 
 def print_error(error: dict[str, Any], as_json: bool) -> None:
     if as_json:
-        sys.stderr.write(json.dumps({"error": error}) + "\n")
+        sys.stderr.write(json.dumps({"error": error}, default=str) + "\n")
     else:
         sys.stderr.write(f"error: {error['message']}\n")
-
-
-def emit(document: Any) -> None:
-    sys.stdout.write(json.dumps(document, indent=2, default=str) + "\n")
-
-
-def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
-    cells = [[("" if v is None else str(v)) for v in row] for row in rows]
-    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
-    line = "  ".join(h.upper().ljust(w) for h, w in zip(headers, widths, strict=True))
-    sys.stdout.write(line.rstrip() + "\n")
-    for row in cells:
-        sys.stdout.write(
-            "  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() + "\n"
-        )
-
-
-def parse_time(text: str, *, now: datetime) -> datetime:
-    """`now`, `-2h` (ago), or ISO-8601 (`Z`/offset; a time without offset is UTC)."""
-    value = text.strip()
-    if value == "now":
-        return now
-    if value.startswith("-"):  # an ISO-8601 time starts with its year
-        try:
-            return now - parse_duration(value[1:])
-        except ValueError as exc:
-            raise InvalidTimeError(f"cannot parse time {text!r}: {exc}", value=text) from exc
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
-    except ValueError as exc:
-        raise InvalidTimeError(
-            f"cannot parse time {text!r}: use ISO-8601 like 2026-01-01T00:00:00Z, 'now' or '-2h'",
-            value=text,
-        ) from exc
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    return parsed.astimezone(UTC)
-
-
-def opt_iso(value: datetime | None) -> str | None:
-    return None if value is None else iso(value)
 
 
 def fire_json(record: FireRecord) -> dict[str, Any]:
@@ -147,15 +174,26 @@ def fire_json(record: FireRecord) -> dict[str, Any]:
     }
 
 
-@contextmanager
-def open_store() -> Iterator[Any]:
-    from triggers.daemon import open_database  # noqa: PLC0415
-    from triggers.store.sql import SqlTriggerStore  # noqa: PLC0415
+def fire_table_row(record: FireRecord) -> list[Any]:
+    """The `history` table's cells of a ledger row."""
+    occurrence = shown(record.occurrence_at)
+    if record.count > 1 and record.last_occurrence_at is not None:
+        occurrence = f"{occurrence} .. {shown(record.last_occurrence_at)} ({record.count})"
+    latency = None
+    if record.launched_at is not None:
+        latency = f"{(record.launched_at - record.occurrence_at).total_seconds() * 1000:.0f}ms"
+    reason = record.reason.value if record.reason else None
+    if record.blocked_by:
+        reason = f"{reason} by {record.blocked_by}"
+    return [
+        occurrence,
+        record.trigger_id,
+        record.outcome.value,
+        reason,
+        record.run_id,
+        latency,
+        record.error,
+    ]
 
-    settings = current_settings()
-    quiet_logging(settings)
-    db = open_database(settings)
-    try:
-        yield SqlTriggerStore(db)
-    finally:
-        db.dispose()
+
+FIRE_HEADERS = ["occurrence", "trigger", "outcome", "reason", "run", "latency", "error"]

@@ -1,51 +1,30 @@
-"""`triggers runs list|show|events|cancel|retry|signal`: the embedded runtime's runs.
+"""`triggers runs list|show|events|logs|cancel|retry|signal`: the embedded runtime's runs.
 
-A request that changes a run (cancel, retry, signal) is recorded durably and the
-daemon that owns the run acts on it within about a second.
+A request that changes a run (cancel, retry, signal) is recorded durably, with an
+entry in the audit log, and the daemon that owns the run acts on it within about
+a second.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import asdict, is_dataclass
 from datetime import datetime
 from typing import Annotated, Any
 
 import typer
 
-from looms_runtime import Runtime
 from triggers.cli._app import runs_app
-from triggers.cli._common import (
-    JsonOpt,
-    clock,
-    current_settings,
-    emit,
-    errors,
-    opt_iso,
-    quiet_logging,
-    table,
-)
+from triggers.cli._backend import actor, open_runtime
+from triggers.cli._common import clock, errors, opt_iso, output_of, shown
+from triggers.cli._output import JsonOpt, Output, OutputOpt, emit, listing, table
+from triggers.cli._step_output import attempt_outputs, tail
 from triggers.errors import InputError
 
 RunArg = Annotated[str, typer.Argument(metavar="RUN_ID")]
-
-
-@contextmanager
-def _runtime() -> Iterator[Runtime]:
-    import os  # noqa: PLC0415
-
-    from triggers.daemon import open_backend  # noqa: PLC0415
-
-    settings = current_settings()
-    quiet_logging(settings)
-    backend = open_backend(settings, owner=f"cli:{settings.host}:{os.getpid()}", clock=clock)
-    try:
-        yield backend.runtime
-    finally:
-        backend.close()
+NoteOpt = Annotated[str | None, typer.Option(help="Why: kept in the audit log.")]
 
 
 def _plain(value: Any) -> Any:
@@ -69,48 +48,59 @@ def list_runs(
     ] = None,
     limit: Annotated[int, typer.Option(min=1, max=100_000)] = 50,
     as_json: JsonOpt = False,
+    output: OutputOpt = None,
 ) -> None:
     """The newest runs first."""
-    with errors(as_json), _runtime() as runtime:
-        runs = runtime.list_runs(status=status, limit=limit)
-        if as_json:
-            emit([_plain(run) for run in runs])
-            return
-        table(
-            ["run", "flow", "state", "trigger", "occurrence", "created", "error"],
+    shape = output_of(as_json, output)
+    with errors(shape), open_runtime() as session:
+        runs = session.runtime.list_runs(status=status, limit=limit + 1)
+        listing(runs, shape, limit=limit, to_json=_plain, to_table=_runs_table, what="runs")
+
+
+def _runs_table(runs: Sequence[Any]) -> None:
+    table(
+        ["run", "flow", "state", "trigger", "occurrence", "created", "error"],
+        [
             [
-                [
-                    r.run_id,
-                    r.flow,
-                    r.state,
-                    r.attributes.get("trigger_id"),
-                    r.attributes.get("occurrence"),
-                    opt_iso(r.created_at),
-                    r.error,
-                ]
-                for r in runs
-            ],
-        )
+                r.run_id,
+                r.flow,
+                r.state,
+                r.attributes.get("trigger_id"),
+                r.attributes.get("occurrence"),
+                shown(r.created_at),
+                r.error,
+            ]
+            for r in runs
+        ],
+    )
 
 
 @runs_app.command("show")
-def show(run_id: RunArg, as_json: JsonOpt = False) -> None:
-    """A run: its state, and every outstanding step with attempt, status, deadline, error."""
-    with errors(as_json), _runtime() as runtime:
-        info = runtime.inspect_run(run_id)
-        if as_json:
-            emit(_plain(info))
+def show(run_id: RunArg, as_json: JsonOpt = False, output: OutputOpt = None) -> None:
+    """A run: its state, every outstanding step (attempt, status, deadline, error), and the
+    stderr tail of a failed step."""
+    shape = output_of(as_json, output)
+    with errors(shape), open_runtime() as session:
+        info = session.runtime.inspect_run(run_id)
+        last = {a.effect_id: a for a in attempt_outputs(session.runtime.get_events(run_id))}
+        if shape.machine:
+            document = _plain(info)
+            for effect in document.get("effects", []):
+                attempt = last.get(effect["effect_id"])
+                effect["last_output"] = attempt.to_json() if attempt else None
+            emit(document, shape)
             return
-        sys.stdout.write(
+        write = sys.stdout.write
+        write(
             f"run {info.run_id}\n  flow {info.flow} (version {info.version})\n"
             f"  state {info.state} ({info.status}); steps completed {info.completed_steps}\n"
             f"  key {info.idempotency_key}\n  owner {info.owner or '-'}\n"
-            f"  created {opt_iso(info.created_at)}; settled {opt_iso(info.settled_at) or '-'}\n"
+            f"  created {shown(info.created_at)}; settled {shown(info.settled_at) or '-'}\n"
         )
         if info.park_reason:
-            sys.stdout.write(f"  parked: {info.park_reason}\n")
+            write(f"  parked: {info.park_reason}\n")
         if info.error:
-            sys.stdout.write(f"  error: {info.error}\n")
+            write(f"  error: {info.error}\n")
         if info.effects:
             table(
                 ["step", "effect", "kind", "attempt", "status", "deadline", "last error"],
@@ -121,12 +111,78 @@ def show(run_id: RunArg, as_json: JsonOpt = False) -> None:
                         e.kind,
                         e.attempt,
                         e.status,
-                        opt_iso(e.deadline),
+                        shown(e.deadline),
                         e.last_error,
                     ]
                     for e in info.effects
                 ],
             )
+        for effect in info.effects:
+            attempt = last.get(effect.effect_id)
+            if (
+                attempt is None
+                or attempt.outcome not in ("failed", "ambiguous")
+                or not attempt.stderr
+            ):
+                continue
+            write(f"stderr of {effect.effect_id} (attempt {attempt.attempt}, last lines):\n")
+            for line in tail(attempt.stderr):
+                write(f"  {line}\n")
+            write(f"  (all of it: triggers runs logs {info.run_id} {effect.effect_id})\n")
+
+
+@runs_app.command("logs")
+def logs(
+    run_id: RunArg,
+    step: Annotated[
+        str | None, typer.Argument(metavar="[STEP]", help="Only this step (its effect id).")
+    ] = None,
+    as_json: JsonOpt = False,
+    output: OutputOpt = None,
+) -> None:
+    """The output of a run's steps: each attempt's outcome and the bounded tails of its
+    stdout and stderr, oldest first."""
+    shape = output_of(as_json, output)
+    with errors(shape), open_runtime() as session:
+        attempts = attempt_outputs(session.runtime.get_events(run_id))
+        if step is not None:
+            known = sorted({a.effect_id for a in attempts})
+            attempts = [a for a in attempts if a.effect_id == step]
+            if not attempts:
+                raise InputError(
+                    f"run {run_id} has no step {step!r}"
+                    + (f"; its steps: {', '.join(known)}" if known else " (no step has run)"),
+                    run_id=run_id,
+                    step=step,
+                )
+        if shape.machine:
+            emit([a.to_json() for a in attempts], shape)
+            return
+        _logs_text(attempts)
+
+
+def _logs_text(attempts: list[Any]) -> None:
+    write = sys.stdout.write
+    for attempt in attempts:
+        data = attempt.to_json()
+        facts = [f for f in (attempt.error, _ms(data["duration_ms"])) if f]
+        write(
+            f"== {attempt.effect_id}, attempt {attempt.attempt}: {attempt.outcome}"
+            + (f" ({', '.join(facts)})" if facts else "")
+            + f" at {shown(attempt.at)}\n"
+        )
+        for stream in ("stdout", "stderr"):
+            text, cut = data[stream], data[f"{stream}_truncated_bytes"]
+            if not text and not cut:
+                continue
+            write(f"-- {stream}" + (f" (first {cut} bytes not kept)" if cut else "") + "\n")
+            write(text if text.endswith("\n") else text + "\n")
+    if not attempts:
+        write("no step has run yet\n")
+
+
+def _ms(value: Any) -> str | None:
+    return None if value is None else f"{value} ms"
 
 
 @runs_app.command("events")
@@ -135,19 +191,21 @@ def events(
     from_seq: Annotated[int, typer.Option("--from", min=1, help="First sequence number.")] = 1,
     limit: Annotated[int | None, typer.Option(min=1)] = None,
     as_json: JsonOpt = False,
+    output: OutputOpt = None,
 ) -> None:
     """A run's event log, oldest first."""
-    with errors(as_json), _runtime() as runtime:
-        found = runtime.get_events(run_id, from_seq=from_seq, limit=limit)
-        if as_json:
-            emit([_plain(event) for event in found])
+    shape = output_of(as_json, output)
+    with errors(shape), open_runtime() as session:
+        found = session.runtime.get_events(run_id, from_seq=from_seq, limit=limit)
+        if shape.machine:
+            emit([_plain(event) for event in found], shape)
             return
         table(
             ["seq", "at", "type", "payload"],
             [
                 [
                     e.seq,
-                    opt_iso(e.created_at),
+                    shown(e.created_at),
                     e.type,
                     json.dumps(_plain(e.payload), sort_keys=True)[:120],
                 ]
@@ -159,25 +217,46 @@ def events(
 @runs_app.command("cancel")
 def cancel(
     run_id: RunArg,
-    reason: Annotated[str | None, typer.Option(help="Recorded with the cancellation.")] = None,
+    reason: Annotated[
+        str | None, typer.Option("--reason", "--note", help="Recorded with the cancellation.")
+    ] = None,
     as_json: JsonOpt = False,
+    output: OutputOpt = None,
 ) -> None:
     """Cancel a run gracefully (SIGTERM to a running command, SIGKILL after a grace)."""
-    with errors(as_json), _runtime() as runtime:
-        status = runtime.cancel(run_id, reason=reason or "cancelled by an operator")
-        _status_output(status, as_json, "cancel requested")
+    from triggers import actions  # noqa: PLC0415
+
+    shape = output_of(as_json, output)
+    with errors(shape), open_runtime(writes=True) as session:
+        status = actions.cancel(
+            session.runtime, session.audit, run_id, reason=reason, actor=actor(), now=clock.now()
+        )
+        _status_output(status, shape, "cancel requested")
 
 
 @runs_app.command("retry")
 def retry(
     run_id: RunArg,
     effect_id: Annotated[str, typer.Argument(metavar="EFFECT_ID")],
+    note: NoteOpt = None,
     as_json: JsonOpt = False,
+    output: OutputOpt = None,
 ) -> None:
     """Run again a step left `ambiguous` or `timed_out` by a crash (your decision)."""
-    with errors(as_json), _runtime() as runtime:
-        status = runtime.retry_effect(run_id, effect_id)
-        _status_output(status, as_json, "retry requested")
+    from triggers import actions  # noqa: PLC0415
+
+    shape = output_of(as_json, output)
+    with errors(shape), open_runtime(writes=True) as session:
+        status = actions.retry(
+            session.runtime,
+            session.audit,
+            run_id,
+            effect_id,
+            note=note,
+            actor=actor(),
+            now=clock.now(),
+        )
+        _status_output(status, shape, "retry requested")
 
 
 @runs_app.command("signal")
@@ -188,21 +267,36 @@ def signal(
     key: Annotated[
         str | None, typer.Option(help="Idempotency key (a repeat is applied once).")
     ] = None,
+    note: NoteOpt = None,
     as_json: JsonOpt = False,
+    output: OutputOpt = None,
 ) -> None:
     """Deliver a named signal to a run waiting for it (`wait_signal` steps)."""
-    with errors(as_json):
+    from triggers import actions  # noqa: PLC0415
+
+    shape = output_of(as_json, output)
+    with errors(shape):
         try:
             value = json.loads(payload) if payload is not None else None
         except json.JSONDecodeError as exc:
             raise InputError(f"--payload is not JSON: {exc}") from exc
-        with _runtime() as runtime:
-            status = runtime.signal(run_id, name, value, idempotency_key=key)
-        _status_output(status, as_json, f"signal {name!r} delivered")
+        with open_runtime(writes=True) as session:
+            status = actions.signal(
+                session.runtime,
+                session.audit,
+                run_id,
+                name,
+                value,
+                key=key,
+                note=note,
+                actor=actor(),
+                now=clock.now(),
+            )
+        _status_output(status, shape, f"signal {name!r} delivered")
 
 
-def _status_output(status: Any, as_json: bool, what: str) -> None:
-    if as_json:
-        emit(_plain(status))
+def _status_output(status: Any, shape: Output, what: str) -> None:
+    if shape.machine:
+        emit(_plain(status), shape)
     else:
         sys.stdout.write(f"{status.run_id}: {what} (run is {status.status})\n")

@@ -365,6 +365,8 @@ class Scheduler:
         self._last_prune_at = now
         try:
             pruned = self._store.prune(older_than=now - self._options.fire_retention)
+            # Daemons silent for this long are gone: `status` stops listing them.
+            self._store.prune_heartbeats(older_than=now - self._options.heartbeat_retention)
         except TriggersError as exc:
             self.metrics.store_error("prune")
             log.warning("prune_failed", error=str(exc), error_code=exc.code)

@@ -26,6 +26,8 @@ class SchedulerOptions:
     cancel_timeout: timedelta = timedelta(seconds=30)
     concurrency: int = 8
     fire_retention: timedelta = timedelta(days=30)
+    heartbeat_retention: timedelta = timedelta(days=1)
+    """Heartbeats of daemons silent for this long are deleted (hourly, with the ledger)."""
     shutdown_grace: timedelta = timedelta(seconds=10)
     owner_lease: timedelta = timedelta(seconds=10)
     """How long a daemon that stopped ticking keeps its runs and launch reservations

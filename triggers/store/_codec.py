@@ -37,6 +37,7 @@ def trigger_from_state(row: Mapping[Any, Any], spec: TriggerSpec) -> Trigger:
         revision=row["revision"],
         paused=bool(row["paused"]),
         pause_note=row["pause_note"],
+        paused_at=row["paused_at"],
         retired=bool(row["retired"]),
         watermark_at=row["watermark_at"],
         active_count=row["active_count"],

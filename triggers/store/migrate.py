@@ -1,22 +1,44 @@
-"""Schema management through Alembic: upgrade, and the check the daemon makes at start."""
+"""Schema management through Alembic: upgrade, and the check every process makes first.
+
+Alembic is imported only when a migration runs or a schema is not current: a
+command that reads an up-to-date database checks its revision with one query
+against `SCHEMA_HEAD`, which a test keeps equal to the newest migration.
+"""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
 from sqlalchemy.exc import OperationalError
 
 from looms_runtime.db import Database
-from triggers.errors import ConfigError, SchemaBehindError, StoreUnavailableError
+from triggers.errors import (
+    ConfigError,
+    DatabaseMissingError,
+    SchemaBehindError,
+    StoreUnavailableError,
+    TriggersError,
+)
+
+if TYPE_CHECKING:
+    from alembic.config import Config
+
+SCHEMA_HEAD = "0006"
+"""The newest revision in `alembic/versions` (tests/integration/test_migrations.py checks)."""
 
 _PACKAGED = Path(__file__).resolve().parent.parent / "_migrations"  # inside an installed wheel
 _SOURCE = Path(__file__).resolve().parent.parent.parent / "alembic"  # a source checkout
+_PG_NO_DATABASE = "3D000"  # invalid_catalog_name
+_PG_LOGIN = frozenset({"28000", "28P01"})  # invalid authorization, invalid password
+# psycopg reports a refused connection without a SQLSTATE, so the server's words decide.
+_NO_DATABASE = re.compile(r'FATAL:\s+database ".*" does not exist')
+_LOGIN = re.compile(
+    r'FATAL:\s+(role ".*" does not exist|password authentication failed|no pg_hba\.conf entry)'
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -34,6 +56,8 @@ class SchemaState:
 
 def alembic_config() -> Config:
     """An Alembic config pointing at this release's migrations."""
+    from alembic.config import Config  # noqa: PLC0415
+
     location = _PACKAGED if _PACKAGED.is_dir() else _SOURCE
     if not (location / "env.py").is_file():
         raise ConfigError(f"migrations not found (looked in {_PACKAGED} and {_SOURCE})")
@@ -43,36 +67,76 @@ def alembic_config() -> Config:
 
 
 def head_revision() -> str:
+    from alembic.script import ScriptDirectory  # noqa: PLC0415
+
     head = ScriptDirectory.from_config(alembic_config()).get_current_head()
     if head is None:
         raise ConfigError("this release has no migrations")
     return head
 
 
+def connection_error(exc: OperationalError) -> TriggersError:
+    """What a failure to connect means: no such database and a refused login are
+    configuration (exit 78); anything else is worth retrying (75)."""
+    orig = exc.orig
+    detail = " ".join(str(orig).split()) or type(orig).__name__
+    sqlstate = getattr(orig, "sqlstate", None)
+    if sqlstate == _PG_NO_DATABASE or _NO_DATABASE.search(detail):
+        return DatabaseMissingError(
+            f"{detail}; create it (for example `createdb NAME`), then start the daemon",
+            sqlstate=sqlstate,
+        )
+    if sqlstate in _PG_LOGIN or _LOGIN.search(detail):
+        return ConfigError(f"the database refused the login: {detail}", sqlstate=sqlstate)
+    return StoreUnavailableError(f"database unavailable: {detail}", sqlstate=sqlstate)
+
+
+def current_revision(db: Database) -> str | None:
+    """The database's Alembic revision in one query; None when it has none.
+
+    Raises:
+        StoreUnavailableError, DatabaseMissingError, ConfigError: see `connection_error`.
+    """
+    version = sa.table("alembic_version", sa.column("version_num"))
+    try:
+        with db.engine.connect() as conn:
+            if not sa.inspect(conn).has_table("alembic_version"):
+                return None
+            return conn.execute(sa.select(version.c.version_num)).scalar()
+    except OperationalError as exc:
+        raise connection_error(exc) from exc
+
+
 def schema_state(db: Database) -> SchemaState:
     """Read the database's Alembic revision. Raises StoreUnavailableError."""
+    from alembic.runtime.migration import MigrationContext  # noqa: PLC0415
+
     try:
         with db.engine.connect() as conn:
             current = MigrationContext.configure(conn).get_current_revision()
             empty = not sa.inspect(conn).get_table_names()
     except OperationalError as exc:
-        raise StoreUnavailableError(f"database unavailable: {exc.orig}") from exc
+        raise connection_error(exc) from exc
     return SchemaState(current=current, head=head_revision(), empty=empty)
 
 
 def upgrade(db: Database, revision: str = "head") -> SchemaState:
     """Apply migrations up to `revision` in-process."""
+    from alembic import command  # noqa: PLC0415
+
     config = alembic_config()
     try:
         with db.write() as conn:
             config.attributes["connection"] = conn
             command.upgrade(config, revision)
     except OperationalError as exc:
-        raise StoreUnavailableError(f"database unavailable: {exc.orig}") from exc
+        raise connection_error(exc) from exc
     return schema_state(db)
 
 
 def downgrade(db: Database, revision: str) -> None:
+    from alembic import command  # noqa: PLC0415
+
     config = alembic_config()
     with db.write() as conn:
         config.attributes["connection"] = conn
@@ -83,14 +147,23 @@ def ensure_schema(db: Database, *, migrate_empty: bool = True) -> SchemaState:
     """Make sure the schema is current: migrate an empty database, refuse one behind.
 
     Raises:
+        DatabaseMissingError: the database holds no schema and `migrate_empty` is False.
         SchemaBehindError: the database holds an older schema (exit 78, run the upgrade).
         ConfigError: the database holds a schema newer than this release.
     """
+    if current_revision(db) == SCHEMA_HEAD:
+        return SchemaState(current=SCHEMA_HEAD, head=SCHEMA_HEAD, empty=False)
     state = schema_state(db)
     if state.up_to_date:
         return state
-    if state.current is None and state.empty and migrate_empty:
-        return upgrade(db)
+    if state.current is None and state.empty:
+        if migrate_empty:
+            return upgrade(db)
+        raise DatabaseMissingError(
+            "the database holds no triggers schema: no daemon has used it yet; "
+            "start the daemon (`triggers run`), or create the schema with `triggers db upgrade`",
+            head=state.head,
+        )
     if state.current is None:
         raise SchemaBehindError(
             "the database has tables but no triggers schema version; "
@@ -98,6 +171,8 @@ def ensure_schema(db: Database, *, migrate_empty: bool = True) -> SchemaState:
             current=None,
             head=state.head,
         )
+    from alembic.script import ScriptDirectory  # noqa: PLC0415
+
     known = {rev.revision for rev in ScriptDirectory.from_config(alembic_config()).walk_revisions()}
     if state.current not in known:
         raise ConfigError(

@@ -385,3 +385,7 @@ class TriggerStore(Protocol):
     def prune(self, *, older_than: datetime, limit: int = 10_000) -> int:
         """Delete settled rows settled before `older_than`; never active or pending ones."""
         ...
+
+    def prune_heartbeats(self, *, older_than: datetime) -> int:
+        """Delete the heartbeats of daemons whose last tick is before `older_than`."""
+        ...

@@ -11,7 +11,6 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects.postgresql import JSONB
 
 from triggers.clock import from_ms, to_ms
 
@@ -43,7 +42,23 @@ class UtcDateTime(sa.types.TypeDecorator[datetime]):
         return None if value is None else from_ms(int(value))
 
 
-JsonType = sa.JSON().with_variant(JSONB(), "postgresql")
+class JsonType(sa.types.TypeDecorator[Any]):
+    """JSON, stored as JSONB on PostgreSQL.
+
+    A decorator rather than `with_variant(JSONB())`: the PostgreSQL dialect is imported
+    only when a PostgreSQL database is used, not by every command on SQLite."""
+
+    impl = sa.JSON
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: sa.Dialect) -> sa.types.TypeEngine[Any]:
+        if dialect.name == "postgresql":
+            from sqlalchemy.dialects.postgresql import JSONB  # noqa: PLC0415
+
+            return dialect.type_descriptor(JSONB())
+        return dialect.type_descriptor(sa.JSON())
+
+
 # SQLite only aliases the rowid for INTEGER PRIMARY KEY, not BIGINT.
 BigId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
@@ -53,7 +68,7 @@ triggers = sa.Table(
     sa.Column("id", sa.String(128), primary_key=True),
     sa.Column("revision", sa.Integer, nullable=False),
     sa.Column("digest", sa.String(64), nullable=False),
-    sa.Column("declaration", JsonType, nullable=False),
+    sa.Column("declaration", JsonType(), nullable=False),
     sa.Column("enabled", sa.Boolean, nullable=False),
     sa.Column("retired", sa.Boolean, nullable=False, server_default=sa.false()),
     sa.Column("paused", sa.Boolean, nullable=False, server_default=sa.false()),
@@ -128,4 +143,32 @@ meta = sa.Table(
     sa.Column("key", sa.String(64), primary_key=True),
     sa.Column("value", sa.Text, nullable=False),
     sa.Column("updated_at", UtcDateTime, nullable=False),
+)
+
+# Every declaration a trigger has had, one row per revision (`triggers describe`).
+trigger_revisions = sa.Table(
+    "trigger_revisions",
+    metadata,
+    sa.Column("trigger_id", sa.String(128), primary_key=True),
+    sa.Column("revision", sa.Integer, primary_key=True),
+    sa.Column("digest", sa.String(64), nullable=False),
+    sa.Column("declaration", JsonType(), nullable=False),
+    sa.Column("applied_at", UtcDateTime, nullable=False),
+)
+
+# The audit log: what operators did (apply, pause, fire, cancel...), who, where, why.
+operator_actions = sa.Table(
+    "operator_actions",
+    metadata,
+    sa.Column("id", BigId, primary_key=True, autoincrement=True),
+    sa.Column("at", UtcDateTime, nullable=False),
+    sa.Column("action", sa.String(32), nullable=False),
+    sa.Column("trigger_id", sa.String(128), nullable=True),
+    sa.Column("run_id", sa.String(64), nullable=True),
+    sa.Column("host", sa.String(255), nullable=False),
+    sa.Column("os_user", sa.String(255), nullable=False),
+    sa.Column("note", sa.Text, nullable=True),
+    sa.Column("changes", JsonType(), nullable=True),
+    sa.Index("ix_operator_actions_at", "at"),
+    sa.Index("ix_operator_actions_trigger_id_at", "trigger_id", "at"),
 )

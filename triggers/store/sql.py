@@ -31,6 +31,7 @@ from triggers.store._claims import ClaimBatch
 from triggers.store._driver_errors import translated
 from triggers.store._pending import pending_triggers, promote_buffered, take_expired
 from triggers.store._ranges import record_range
+from triggers.store._revisions import record_revision
 from triggers.store._settlements import last_settled, record_run_changes, record_settlements
 from triggers.store._shared import (
     adjust_active,
@@ -142,6 +143,7 @@ class SqlTriggerStore:
                     updated_at=now,
                 )
             )
+            record_revision(conn, spec.id, 1, digest, declaration, now)
             result.created.append(spec.id)
             return
         if row.digest == digest and not row.retired:
@@ -159,6 +161,7 @@ class SqlTriggerStore:
         }
         if row.digest != digest:
             values["revision"] = row.revision + 1
+            record_revision(conn, spec.id, row.revision + 1, digest, declaration, now)
         if row.retired:
             # A revived trigger owes nothing for the time it was retired.
             values["watermark_at"] = max(row.watermark_at, now)
@@ -485,11 +488,16 @@ class SqlTriggerStore:
         with self._write() as conn:
             return int(conn.execute(statement).rowcount)
 
-    def counts(self) -> dict[str, int]:
-        """Ledger rows by outcome (for `status`)."""
+    def prune_heartbeats(self, *, older_than: datetime) -> int:
+        with self._write() as conn:
+            statement = heartbeats.delete().where(heartbeats.c.last_tick_at < older_than)
+            return int(conn.execute(statement).rowcount)
+
+    def occurrence_counts(self) -> dict[str, int]:
+        """Occurrences by outcome (a range row counts each of its occurrences), for `status`."""
         with self._read() as conn:
             rows = conn.execute(
-                sa.select(fires.c.outcome, sa.func.count()).group_by(fires.c.outcome)
+                sa.select(fires.c.outcome, sa.func.sum(fires.c.count)).group_by(fires.c.outcome)
             ).all()
         return {row[0]: int(row[1]) for row in rows}
 

@@ -105,7 +105,7 @@ def test_non_zero_exit_fails_the_run_with_the_exit_code(make_runtime: MakeRuntim
     status = runtime.wait_settled(run_id, 20)
 
     assert status.status == "failed"
-    assert status.error == "step 'fail' failed after 1 attempt: exit code 3"
+    assert status.error == "step 'fail' failed after 1 attempt: exit code 3: bad"
     recorded = outcome(runtime, run_id, "fail")
     assert recorded["output"]["exit_code"] == 3
     assert recorded["output"]["stderr"] == "bad\n"

@@ -97,7 +97,13 @@ def test_a_failed_branch_cancels_its_siblings_and_fails_the_run(
         "kind": "steps",
         "steps": [
             step("slow", held("slow", log, release), needs=[]),
-            step("broken", f"echo broken >> {log}; echo 'disk full' >&2; exit 3", needs=[]),
+            # Fails once its sibling is under way, so there is a sibling to stop.
+            step(
+                "broken",
+                f"until grep -q 'slow start' {log} 2>/dev/null; do sleep 0.02; done; "
+                f"echo broken >> {log}; echo 'disk full' >&2; exit 3",
+                needs=[],
+            ),
             step("upload", f"echo upload >> {log}", needs=["slow", "broken"]),
         ],
     }

@@ -1,0 +1,72 @@
+"""The CLI starts fast because commands import only what they use (bench/cli_startup.py
+measures the time; this checks the imports, which do not depend on the machine)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.conftest import Cli
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
+
+PROBE = """
+import json, sys
+from triggers.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit:
+    pass
+sys.stderr.write(json.dumps(sorted(sys.modules)) + "\\n")
+"""
+HEAVY = {
+    "alembic",
+    "apscheduler",
+    "croniter",
+    "looms_runtime.runtime",
+    "prometheus_client",
+    "pydantic",
+    "pydantic_settings",
+    "rich",
+    "ruamel",
+    "structlog",
+    "triggers.daemon",
+    "triggers.declarations",
+    "triggers.scheduler",
+}
+
+
+def loaded(cli: Cli, *args: str) -> set[str]:
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, *args],
+        env=cli.env,
+        cwd=cli.workdir,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    return set(json.loads(done.stderr.strip().splitlines()[-1]))
+
+
+def heavy(modules: set[str]) -> set[str]:
+    return {name for name in HEAVY if name in modules}
+
+
+def test_help_and_version_load_neither_the_database_nor_the_runtime(cli: Cli) -> None:
+    for args in (["--help"], ["--version"], ["list", "--help"]):
+        modules = loaded(cli, *args)
+        assert heavy(modules) == set(), args
+        assert "sqlalchemy" not in modules, args
+
+
+def test_queries_on_an_empty_database_load_only_the_store(cli: Cli, tmp_path: Path) -> None:
+    cli.run("db", "upgrade")
+    for args in (["list"], ["history", "--json"], ["list", "--output", "jsonl"]):
+        modules = loaded(cli, *args)
+        assert heavy(modules) == set(), args
+        assert "sqlalchemy.orm" not in modules and "sqlalchemy.dialects.postgresql" not in modules

@@ -1,0 +1,206 @@
+"""`triggers status` (the service's health) and `triggers audit-log` (operator actions)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from triggers.cli._app import app
+from triggers.cli._backend import location, open_runtime, open_stores, settings
+from triggers.cli._common import clock, errors, opt_iso, output_of, shown, when
+from triggers.cli._output import JsonOpt, OutputOpt, emit, listing, table
+from triggers.cli._triggers import entry_json
+from triggers.clock import iso
+from triggers.errors import ExitCode, InputError
+
+if TYPE_CHECKING:
+    from triggers.inspection import StatusReport
+    from triggers.store.audit_log import ActionKind, AuditEntry
+
+
+@app.command()
+def status(as_json: JsonOpt = False, output: OutputOpt = None) -> None:
+    """The service's health: daemons (alive, stale, stopped), the database and why it is
+    this one, occurrences by outcome, runs waiting for an operator.
+
+    Exit 0 when healthy; 3 when no daemon is alive or a run waits for an operator."""
+    from triggers import __version__  # noqa: PLC0415
+    from triggers.inspection import status_report  # noqa: PLC0415
+    from triggers.store.sql import SqlTriggerStore  # noqa: PLC0415
+
+    shape = output_of(as_json, output)
+    with errors(shape):
+        found, config = location(), settings()
+        with open_runtime() as session:
+            report = status_report(
+                SqlTriggerStore(session.db),
+                now=clock.now(),
+                poll_interval=config.poll_interval,
+                parked_runs=session.runtime.list_runs(status="parked", limit=1000),
+            )
+        document = _status_json(report) | {
+            "version": __version__,
+            "database": found.redacted,
+            "database_source": found.source,
+        }
+        if shape.machine:
+            emit(document, shape)
+        else:
+            _status_text(document, report)
+    if report.problems:
+        raise typer.Exit(int(ExitCode.ATTENTION))
+
+
+def _status_json(report: StatusReport) -> dict[str, Any]:
+    return {
+        "healthy": not report.problems,
+        "problems": report.problems,
+        "daemons_alive": report.alive,
+        "daemons": [
+            {
+                "owner": view.beat.owner,
+                "host": view.beat.host,
+                "pid": view.beat.pid,
+                "version": view.beat.version,
+                "state": view.state,
+                "alive": view.state == "alive",
+                "started_at": iso(view.beat.started_at),
+                "last_tick_at": iso(view.beat.last_tick_at),
+                "last_tick_age_s": round(view.age.total_seconds(), 3),
+                "stopped_at": opt_iso(view.beat.stopped_at),
+            }
+            for view in report.daemons
+        ],
+        "triggers": report.triggers,
+        "blocked_triggers": report.blocked,
+        "occurrences": report.occurrences,
+        "parked_runs": [
+            {
+                "run_id": run.run_id,
+                "flow": run.flow,
+                "trigger_id": run.attributes.get("trigger_id"),
+                "occurrence": run.attributes.get("occurrence"),
+                "created_at": iso(run.created_at),
+                "error": run.error,
+            }
+            for run in report.parked_runs
+        ],
+    }
+
+
+def _status_text(document: dict[str, Any], report: StatusReport) -> None:
+    from triggers.durations import format_duration  # noqa: PLC0415
+
+    write = sys.stdout.write
+    verdict = "healthy" if not report.problems else "needs attention: " + "; ".join(report.problems)
+    write(f"status: {verdict}\n")
+    write(f"database: {document['database']} (from {document['database_source']})\n")
+    for view in report.daemons:
+        age = format_duration(timedelta(seconds=int(max(view.age.total_seconds(), 0))))
+        write(
+            f"daemon {view.beat.owner}: {view.state}, last tick {age} ago"
+            f" (version {view.beat.version})\n"
+        )
+    if not report.daemons:
+        write("daemons: none has ever run on this database\n")
+    counts = report.triggers
+    write(
+        f"triggers: {counts['total']} ({counts['enabled']} enabled, {counts['paused']} paused, "
+        f"{counts['disabled']} disabled, {counts['retired']} retired, "
+        f"{counts['blocked']} blocked)\n"
+    )
+    occurrences = ", ".join(f"{outcome} {n}" for outcome, n in sorted(report.occurrences.items()))
+    write(f"occurrences: {occurrences or 'none yet'}\n")
+    for run in report.parked_runs:
+        trigger = run.attributes.get("trigger_id") or "-"
+        write(f"parked run {run.run_id} (trigger {trigger}): triggers runs show {run.run_id}\n")
+
+
+@app.command("audit-log")
+def audit_log(
+    trigger_id: Annotated[
+        str | None, typer.Option("--trigger", metavar="ID", help="Only actions on this trigger.")
+    ] = None,
+    run_id: Annotated[
+        str | None, typer.Option("--run", metavar="RUN_ID", help="Only actions on this run.")
+    ] = None,
+    action: Annotated[
+        list[str] | None,
+        typer.Option(help="Only these actions (repeatable): apply, pause, resume, fire, ..."),
+    ] = None,
+    since: Annotated[str | None, typer.Option(help="At or after this time (`1d ago`).")] = None,
+    until: Annotated[str | None, typer.Option(help="At or before this time.")] = None,
+    limit: Annotated[int, typer.Option(min=1, max=100_000)] = 50,
+    as_json: JsonOpt = False,
+    output: OutputOpt = None,
+) -> None:
+    """Who did what, when, from where and why: every apply, pause, resume, fire, backfill,
+    and a run's cancel, retry and signal, newest first."""
+    from triggers.store.audit_log import AuditQuery  # noqa: PLC0415
+
+    shape = output_of(as_json, output)
+    with errors(shape):
+        now = clock.now()
+        query = AuditQuery(
+            trigger_id=trigger_id,
+            run_id=run_id,
+            actions=frozenset(_action(name) for name in action or []),
+            since=when(since, now=now),
+            until=when(until, now=now),
+            limit=limit + 1,
+        )
+        with open_stores() as stores:
+            entries = stores.audit.entries(query)
+        listing(
+            entries, shape, limit=limit, to_json=entry_json, to_table=_audit_table, what="actions"
+        )
+
+
+def _audit_table(entries: Sequence[AuditEntry]) -> None:
+    table(
+        ["at", "action", "trigger", "run", "by", "note", "changes"],
+        [
+            [
+                shown(entry.at),
+                entry.action.value,
+                entry.trigger_id,
+                entry.run_id,
+                f"{entry.actor.user}@{entry.actor.host}",
+                entry.note,
+                _summary(entry),
+            ]
+            for entry in entries
+        ],
+    )
+
+
+def _summary(entry: AuditEntry) -> str:
+    """The gist of what an action changed, for a table cell."""
+    changes = entry.changes
+    if entry.action.value == "apply":
+        diff = [f"{len(changes.get(key) or [])} {key}" for key in ("added", "changed", "retired")]
+        return ", ".join(diff)
+    if entry.action.value == "fire":
+        return f"{changes.get('action')} {changes.get('reason') or ''}".strip()
+    if entry.action.value == "backfill":
+        return (
+            f"{changes.get('occurrences')} occurrences {changes.get('from')}..{changes.get('to')}"
+        )
+    if entry.action.value == "resume" and changes.get("pause_note"):
+        return f"was paused: {changes['pause_note']}"
+    return ", ".join(f"{key}={value}" for key, value in changes.items() if value is not None)
+
+
+def _action(text: str) -> ActionKind:
+    from triggers.store.audit_log import ActionKind  # noqa: PLC0415
+
+    try:
+        return ActionKind(text)
+    except ValueError:
+        raise InputError(
+            f"unknown action {text!r}; one of: {', '.join(a.value for a in ActionKind)}"
+        ) from None

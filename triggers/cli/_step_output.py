@@ -1,0 +1,102 @@
+"""Step output, read from a run's event log: each attempt's outcome and its output tails.
+
+The runtime records every attempt's outcome as an event (`effect_succeeded`,
+`effect_failed`, ...); a command step's carries the bounded tails of its stdout and
+stderr, its exit code and duration. An attempt dispatched without an outcome yet
+is still running (or was in flight at a crash).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from triggers.clock import iso
+
+_OUTCOMES = {
+    "effect_succeeded": "succeeded",
+    "effect_failed": "failed",
+    "effect_ambiguous": "ambiguous",
+    "effect_cancelled": "cancelled",
+    "effect_outcome_late": "late",
+}
+TAIL_LINES = 10
+"""Lines of stderr `runs show` prints for a failed step."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AttemptOutput:
+    """One attempt of one step, as its events recorded it."""
+
+    effect_id: str
+    attempt: int
+    outcome: str
+    """succeeded, failed, ambiguous, cancelled, late, or running (no outcome yet)."""
+    at: datetime
+    error: str | None
+    output: Mapping[str, Any]
+    """What the step recorded: `stdout`, `stderr`, `exit_code`, ... (empty if none)."""
+
+    @property
+    def stdout(self) -> str:
+        return str(self.output.get("stdout") or "")
+
+    @property
+    def stderr(self) -> str:
+        return str(self.output.get("stderr") or "")
+
+    def to_json(self) -> dict[str, Any]:
+        output = self.output
+        return {
+            "effect_id": self.effect_id,
+            "attempt": self.attempt,
+            "outcome": self.outcome,
+            "at": iso(self.at),
+            "error": self.error,
+            "exit_code": output.get("exit_code"),
+            "signal": output.get("signal"),
+            "duration_ms": output.get("duration_ms"),
+            "timed_out": output.get("timed_out"),
+            "stdout": self.stdout,
+            "stderr": self.stderr,
+            "stdout_truncated_bytes": int(output.get("stdout_truncated_bytes") or 0),
+            "stderr_truncated_bytes": int(output.get("stderr_truncated_bytes") or 0),
+        }
+
+
+def attempt_outputs(events: Iterable[Any]) -> list[AttemptOutput]:
+    """Every attempt in the order it was dispatched, with its outcome when recorded."""
+    found: dict[tuple[str, int], AttemptOutput] = {}
+    for event in events:
+        payload = event.payload
+        key = (str(payload.get("effect_id", "")), int(payload.get("attempt") or 0))
+        if event.type == "effect_dispatched":
+            found.setdefault(
+                key,
+                AttemptOutput(
+                    effect_id=key[0],
+                    attempt=key[1],
+                    outcome="running",
+                    at=event.created_at,
+                    error=None,
+                    output={},
+                ),
+            )
+        elif event.type in _OUTCOMES:
+            output = payload.get("output")
+            found[key] = AttemptOutput(
+                effect_id=key[0],
+                attempt=key[1],
+                outcome=_OUTCOMES[event.type],
+                at=event.created_at,
+                error=payload.get("error"),
+                output=output if isinstance(output, Mapping) else {},
+            )
+    return list(found.values())
+
+
+def tail(text: str, lines: int = TAIL_LINES) -> list[str]:
+    """The last `lines` non-empty lines of `text`."""
+    return [line for line in text.splitlines() if line.strip()][-lines:]

@@ -1,0 +1,145 @@
+"""What applying declarations changes, and a declaration in the words of its YAML.
+
+Pure functions over `Trigger` and `TriggerSpec`: `apply --dry-run`, `apply`, the
+audit log and `describe` all describe a change with them, so a preview and the
+record of the real thing read alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from triggers.clock import iso
+from triggers.durations import format_duration
+from triggers.model import Trigger, TriggerSpec, describe_schedule
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FieldChange:
+    """One key of a declaration, before and after (`None`: absent)."""
+
+    key: str
+    old: Any
+    new: Any
+
+    def to_json(self) -> dict[str, Any]:
+        return {"key": self.key, "old": self.old, "new": self.new}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TriggerChange:
+    """A declared trigger whose declaration differs from the stored one."""
+
+    trigger_id: str
+    fields: tuple[FieldChange, ...]
+    revived: bool = False
+    """It was retired and comes back."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.trigger_id,
+            "revived": self.revived,
+            "fields": [change.to_json() for change in self.fields],
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeclarationsDiff:
+    """What applying a set of declarations to the stored triggers does."""
+
+    added: list[str] = field(default_factory=list)
+    changed: list[TriggerChange] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    retired: list[str] = field(default_factory=list)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.added or self.changed or self.retired)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "added": self.added,
+            "changed": [change.to_json() for change in self.changed],
+            "unchanged": self.unchanged,
+            "retired": self.retired,
+        }
+
+
+def diff_declarations(
+    stored: Sequence[Trigger], declared: Sequence[TriggerSpec]
+) -> DeclarationsDiff:
+    """Compare what is stored with what a file declares (the store's `apply` rules:
+    a differing digest is a new revision; a stored trigger the file lacks retires)."""
+    by_id = {trigger.id: trigger for trigger in stored}
+    diff = DeclarationsDiff()
+    for spec in declared:
+        before = by_id.get(spec.id)
+        if before is None:
+            diff.added.append(spec.id)
+        elif before.spec.digest() != spec.digest() or before.retired:
+            fields = field_changes(declaration_view(before.spec), declaration_view(spec))
+            diff.changed.append(
+                TriggerChange(trigger_id=spec.id, fields=tuple(fields), revived=before.retired)
+            )
+        else:
+            diff.unchanged.append(spec.id)
+    declared_ids = {spec.id for spec in declared}
+    diff.retired.extend(
+        trigger.id
+        for trigger in sorted(stored, key=lambda t: t.id)
+        if trigger.id not in declared_ids and not trigger.retired
+    )
+    return diff
+
+
+def declaration_view(spec: TriggerSpec) -> dict[str, Any]:
+    """A declaration with YAML's keys and forms (`every 90s`, `window: 6h`, ISO instants)."""
+
+    def when(value: Any) -> str | None:
+        return None if value is None else iso(value)
+
+    return {
+        "flow": spec.flow,
+        "flow_version": spec.flow_version,
+        "schedule": describe_schedule(spec.schedule),
+        "timezone": spec.timezone,
+        "overlap": spec.overlap.value,
+        "max_active": spec.max_active,
+        "max_buffer": spec.max_buffer,
+        "catchup": {
+            "policy": spec.catchup.policy.value,
+            "window": format_duration(spec.catchup.window),
+            "grace": format_duration(spec.catchup.grace),
+        },
+        "jitter": format_duration(spec.jitter),
+        "input": spec.input,
+        "enabled": spec.enabled,
+        "description": spec.description,
+        "start": when(spec.start_at),
+        "end": when(spec.end_at),
+        "max_runs": spec.max_runs,
+        "pause_on_failure": spec.pause_on_failure,
+    }
+
+
+def field_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[FieldChange]:
+    """The keys whose values differ, nested mappings flattened (`catchup.window`)."""
+    flat_old, flat_new = _flatten(old), _flatten(new)
+    return [
+        FieldChange(key=key, old=flat_old.get(key), new=flat_new.get(key))
+        for key in sorted(flat_old.keys() | flat_new.keys())
+        if flat_old.get(key) != flat_new.get(key)
+    ]
+
+
+def _flatten(value: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, item in value.items():
+        name = f"{prefix}{key}"
+        if isinstance(item, Mapping) and item:
+            flat.update(_flatten(item, f"{name}."))
+        else:
+            flat[name] = item
+    return flat

@@ -1,0 +1,256 @@
+"""What `describe` and `status` show: one trigger whole, and the health of the service.
+
+Read-only: nothing here writes. Each function gathers from the trigger store, the
+audit log and (for `status`) the runtime's parked runs, and returns plain values
+the CLI renders as a table or JSON.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from triggers import services
+from triggers.diffs import FieldChange, declaration_view, field_changes
+from triggers.errors import TriggersError
+from triggers.model import FireRecord, Trigger, TriggerSpec
+from triggers.store.audit_log import ActionKind, AuditEntry, AuditLog, AuditQuery
+from triggers.store.protocol import Heartbeat, HistoryQuery, TriggerStore
+
+TriggerState = Literal["enabled", "paused", "disabled", "retired", "blocked"]
+
+
+def trigger_state(trigger: Trigger) -> TriggerState:
+    """One word for a trigger's state; `blocked` when a parked run holds it."""
+    if trigger.retired:
+        return "retired"
+    if not trigger.spec.enabled:
+        return "disabled"
+    if trigger.paused:
+        return "paused"
+    return "blocked" if trigger.blocked_by else "enabled"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RevisionView:
+    """One revision of a declaration and what changed from the one before."""
+
+    revision: int
+    applied_at: datetime
+    changes: tuple[FieldChange, ...]
+    first: bool
+    """The oldest revision kept: there is nothing before it to compare with."""
+    applied_by: AuditEntry | None = None
+    """The `apply` that made it, when a command applied it (not the daemon's own start)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TriggerDescription:
+    """`triggers describe ID`."""
+
+    trigger: Trigger
+    declaration: dict[str, Any]
+    state: TriggerState
+    paused_by: AuditEntry | None
+    """The pause in force, when an operator's `pause` made it (not `pause_on_failure`)."""
+    revisions: list[RevisionView]
+    last_fires: list[FireRecord]
+    next_fires: list[tuple[datetime, datetime]]
+    active_runs: list[str]
+    actions: list[AuditEntry]
+
+
+def describe_trigger(
+    store: TriggerStore,
+    audit: AuditLog,
+    trigger_id: str,
+    *,
+    now: datetime,
+    fires: int = 10,
+    upcoming: int = 5,
+    revisions: int = 10,
+    actions: int = 10,
+) -> TriggerDescription:
+    """Everything about one trigger. Raises UnknownTriggerError."""
+    trigger = services.require_trigger(store, trigger_id)
+    applies = _applies_touching(audit, trigger_id)
+    entries = audit.entries(AuditQuery(trigger_id=trigger_id, limit=actions))
+    entries = sorted([*entries, *applies], key=lambda e: (e.at, e.id or 0), reverse=True)
+    return TriggerDescription(
+        trigger=trigger,
+        declaration=declaration_view(trigger.spec),
+        state=trigger_state(trigger),
+        paused_by=_pause_in_force(trigger, audit),
+        revisions=_revisions(audit, trigger_id, revisions, applies),
+        last_fires=store.history(HistoryQuery(trigger_id=trigger_id, limit=fires)),
+        next_fires=_upcoming(trigger, now=now, count=upcoming),
+        active_runs=[run.run_id for run in store.active_runs() if run.trigger_id == trigger_id],
+        actions=entries[:actions],
+    )
+
+
+_APPLIES_SEARCHED = 200
+
+
+def _applies_touching(audit: AuditLog, trigger_id: str) -> list[AuditEntry]:
+    """The recent `apply` actions that added, changed or retired the trigger (an apply is
+    recorded once, for every trigger of its file)."""
+    found = []
+    query = AuditQuery(actions=frozenset({ActionKind.APPLY}), limit=_APPLIES_SEARCHED)
+    for entry in audit.entries(query):
+        changes = entry.changes
+        touched = {*changes.get("added", ()), *changes.get("retired", ())} | {
+            change.get("id") for change in changes.get("changed", ()) if isinstance(change, dict)
+        }
+        if trigger_id in touched:
+            found.append(entry)
+    return found
+
+
+def _pause_in_force(trigger: Trigger, audit: AuditLog) -> AuditEntry | None:
+    if not trigger.paused or trigger.paused_at is None:
+        return None
+    found = audit.entries(
+        AuditQuery(
+            trigger_id=trigger.id,
+            actions=frozenset({ActionKind.PAUSE}),
+            since=trigger.paused_at,
+            limit=1,
+        )
+    )
+    # The store stamps the pause with the same instant the action is recorded at.
+    return found[0] if found and found[0].at == trigger.paused_at else None
+
+
+def _revisions(
+    audit: AuditLog, trigger_id: str, limit: int, applies: Sequence[AuditEntry]
+) -> list[RevisionView]:
+    kept = list(audit.revisions(trigger_id, limit=limit + 1))  # one more, to diff the oldest
+    by_time = {entry.at: entry for entry in applies}  # the store stamps both with one instant
+    views = []
+    for index, revision in enumerate(kept[:limit]):
+        older = kept[index + 1] if index + 1 < len(kept) else None
+        changes = () if older is None else tuple(_changes(older.declaration, revision.declaration))
+        views.append(
+            RevisionView(
+                revision=revision.revision,
+                applied_at=revision.applied_at,
+                changes=changes,
+                first=older is None,
+                applied_by=by_time.get(revision.applied_at),
+            )
+        )
+    return views
+
+
+def _changes(old: Any, new: Any) -> list[FieldChange]:
+    try:
+        return field_changes(
+            declaration_view(TriggerSpec.from_json(old)),
+            declaration_view(TriggerSpec.from_json(new)),
+        )
+    except (KeyError, ValueError, TypeError, AttributeError):
+        # A declaration stored by an older release: compare the stored forms as they are.
+        return field_changes(old, new)
+
+
+def _upcoming(trigger: Trigger, *, now: datetime, count: int) -> list[tuple[datetime, datetime]]:
+    if count <= 0 or services.next_fire(trigger, now=now) is None:
+        return []
+    start = max(now, trigger.watermark_at)
+    try:
+        return services.next_occurrences(trigger.spec, after=start, count=count)
+    except TriggersError:
+        return []
+
+
+DaemonState = Literal["alive", "stale", "stopped"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DaemonView:
+    """A daemon's heartbeat and what it says of the daemon now."""
+
+    beat: Heartbeat
+    state: DaemonState
+    """`alive`: ticked recently; `stale`: silent without a clean stop (dead or hung);
+    `stopped`: stopped cleanly. Heartbeats are deleted a while after the last tick."""
+    age: timedelta
+
+
+def daemon_views(
+    beats: Sequence[Heartbeat], *, now: datetime, poll_interval: timedelta
+) -> list[DaemonView]:
+    """Each heartbeat judged: a daemon ticks at least every poll interval, so one
+    silent for three of them (and 5 s of slack) is stale."""
+    fresh = poll_interval * 3 + timedelta(seconds=5)
+    views = []
+    for beat in beats:
+        age = now - beat.last_tick_at
+        state: DaemonState
+        if beat.stopped_at is not None:
+            state = "stopped"
+        elif age < fresh:
+            state = "alive"
+        else:
+            state = "stale"
+        views.append(DaemonView(beat=beat, state=state, age=age))
+    return views
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StatusReport:
+    """`triggers status`: the service's health, as facts and one verdict."""
+
+    daemons: list[DaemonView]
+    triggers: dict[str, int]
+    occurrences: dict[str, int]
+    """Occurrences by outcome: a `missed` row covering ten counts ten."""
+    parked_runs: list[Any]
+    """Runs waiting for an operator (the runtime's `parked` runs)."""
+    blocked: list[str] = field(default_factory=list)
+    """Triggers a parked run holds (no new launch until it is retried or cancelled)."""
+
+    @property
+    def alive(self) -> int:
+        return sum(1 for daemon in self.daemons if daemon.state == "alive")
+
+    @property
+    def problems(self) -> list[str]:
+        """Why the service needs attention, in words; empty when it is healthy."""
+        found = []
+        if not self.alive:
+            found.append("no daemon is alive")
+        if self.parked_runs:
+            found.append(f"{len(self.parked_runs)} run(s) wait for an operator")
+        if self.blocked:
+            found.append(f"{len(self.blocked)} trigger(s) blocked by a parked run")
+        return found
+
+
+def status_report(
+    store: Any,
+    *,
+    now: datetime,
+    poll_interval: timedelta,
+    parked_runs: Sequence[Any],
+) -> StatusReport:
+    """Gather `status` from the store (heartbeats, triggers, occurrence counts)."""
+    triggers = [row for row in store.list_triggers() if isinstance(row, Trigger)]
+    states = [trigger_state(trigger) for trigger in triggers]
+    return StatusReport(
+        daemons=daemon_views(store.heartbeats(), now=now, poll_interval=poll_interval),
+        triggers={
+            "total": len(triggers),
+            "enabled": sum(1 for t in triggers if t.claimable),
+            "paused": states.count("paused"),
+            "disabled": states.count("disabled"),
+            "retired": states.count("retired"),
+            "blocked": sum(1 for t in triggers if t.blocked_by and not t.retired),
+        },
+        occurrences=store.occurrence_counts(),
+        parked_runs=list(parked_runs),
+        blocked=sorted(t.id for t in triggers if t.blocked_by and not t.retired),
+    )
