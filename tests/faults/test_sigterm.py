@@ -64,7 +64,6 @@ def test_sigterm_daemons_exit_cleanly(report: Json) -> None:
     holds(report, "daemons_exit_cleanly")
 
 
-@pytest.mark.xfail(strict=True, reason="`triggers status` exits 0 with no daemon alive")
 def test_sigterm_status_flags_parked_runs_and_no_daemon(report: Json) -> None:
     holds(report, "status_flags_no_daemon")
 
