@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
+from looms_runtime.host import ProcessId
 from triggers import services
 from triggers.diffs import FieldChange, declaration_view, field_changes
 from triggers.errors import TriggersError
@@ -169,6 +170,14 @@ def _upcoming(trigger: Trigger, *, now: datetime, count: int) -> list[tuple[date
 DaemonState = Literal["alive", "stale", "stopped"]
 
 
+def process_gone(beat: Heartbeat) -> bool:
+    """True only when this host can prove the daemon's process no longer runs (same
+    boot, its pid dead or reused); a beat from another host is never gone."""
+    if beat.boot_id is None:
+        return False
+    return ProcessId(boot=beat.boot_id, pid=beat.pid, started=beat.process_start).gone()
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DaemonView:
     """A daemon's heartbeat and what it says of the daemon now."""
@@ -184,7 +193,8 @@ def daemon_views(
     beats: Sequence[Heartbeat], *, now: datetime, poll_interval: timedelta
 ) -> list[DaemonView]:
     """Each heartbeat judged: a daemon ticks at least every poll interval, so one
-    silent for three of them (and 5 s of slack) is stale."""
+    silent for three of them (and 5 s of slack) is stale; so is one on this host whose
+    process is provably gone (killed a moment ago), however fresh its last tick."""
     fresh = poll_interval * 3 + timedelta(seconds=5)
     views = []
     for beat in beats:
@@ -192,7 +202,7 @@ def daemon_views(
         state: DaemonState
         if beat.stopped_at is not None:
             state = "stopped"
-        elif age < fresh:
+        elif age < fresh and not process_gone(beat):
             state = "alive"
         else:
             state = "stale"
