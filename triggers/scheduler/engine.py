@@ -27,6 +27,7 @@ from triggers.model import Overlap, Trigger
 from triggers.runner.protocol import Runner
 from triggers.scheduler.deadlines import DeadlineRunner
 from triggers.scheduler.dispatch import Dispatcher, TickReport
+from triggers.scheduler.division import Division
 from triggers.scheduler.health import LoopProgress
 from triggers.scheduler.launcher import Launcher, launcher_within
 from triggers.scheduler.liveness import Host, UnknownHost
@@ -48,6 +49,7 @@ _FULL_LISTING_EVERY = timedelta(minutes=10)
 _SYNC_BATCH = 2_000
 _CLOCK_MARGIN = timedelta(seconds=15)
 _RETRY_AFTER = timedelta(seconds=1)
+_HANDOFF = timedelta(seconds=2)
 _BUFFERING = frozenset({Overlap.BUFFER, Overlap.BUFFER_ALL, Overlap.SUPERSEDE})
 
 
@@ -105,6 +107,9 @@ class Scheduler:
         )
         runner.subscribe(self.monitor.report)
         self._timetable = Timetable()
+        self._division = Division(
+            me=options.owner, owner_lease=options.owner_lease, host=self._host
+        )
         self._dispatcher = Dispatcher(
             store=store,
             clock=clock,
@@ -193,6 +198,13 @@ class Scheduler:
             # Due occurrences first: housekeeping (heartbeat, listing, pending) waits
             # a few milliseconds rather than delaying a launch by as much.
             due = self._timetable.pop_due(now)
+            if due and not self._division.alone:
+                due = self._division.claim_now(
+                    due,
+                    timetable=self._timetable,
+                    later=now + _HANDOFF,
+                    watermarks=self._store.watermarks,
+                )
             if due:
                 self._dispatcher.process(due, report)
             now = self._clock.now()
@@ -315,6 +327,7 @@ class Scheduler:
         report.polled = True
         self._next_poll_at = now + self._options.poll_interval
         self._prune(now)
+        self._divide(now)
         full = (
             self._fully_listed_at is None
             or self._listed_at is None
@@ -358,6 +371,17 @@ class Scheduler:
         self._polled = True
         self.pending.take(now)
         self._record_quiet(report)
+
+    def _divide(self, now: datetime) -> None:
+        try:
+            beats = self._store.heartbeats()
+        except TriggersError as exc:
+            # The division only orders who claims first: the last one known stands.
+            self.metrics.store_error("heartbeats")
+            log.warning("heartbeats_unreadable", error=str(exc), error_code=exc.code)
+            return
+        if self._division.update(beats, now=now):
+            log.info("daemons_sharing", daemons=len(self._division.members))
 
     def _prune(self, now: datetime) -> None:
         if self._last_prune_at is not None and now - self._last_prune_at < _PRUNE_EVERY:

@@ -7,7 +7,7 @@ thousand every-second triggers cannot afford a transaction per occurrence.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Literal, Protocol
@@ -376,6 +376,11 @@ class TriggerStore(Protocol):
 
     def heartbeat(self, beat: Heartbeat) -> None:
         """Record a daemon's liveness."""
+        ...
+
+    def watermarks(self, trigger_ids: Collection[str]) -> dict[str, datetime]:
+        """The stored watermark of each of `trigger_ids` that exists (no decoding: a
+        daemon checks cheaply whether another one decided an occurrence)."""
         ...
 
     def heartbeats(self) -> list[Heartbeat]:

@@ -10,7 +10,7 @@ claim of an occurrence impossible. Row locks (`FOR UPDATE` on PostgreSQL,
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any
@@ -59,6 +59,7 @@ from triggers.store.schema import fires, heartbeats, meta, triggers
 
 _APPLIED_DIGEST = "applied_declarations_digest"
 _APPLY_LOCK = 0x7472_6967_6170  # the advisory lock of `apply` on PostgreSQL
+_IN_CHUNK = 500  # ids per IN list: well under SQLite's bound on variables
 
 
 def _set_meta(conn: Connection, key: str, value: str, now: datetime) -> None:
@@ -457,6 +458,18 @@ class SqlTriggerStore:
             ).rowcount
             if not updated:
                 conn.execute(heartbeats.insert().values(**values))
+
+    def watermarks(self, trigger_ids: Collection[str]) -> dict[str, datetime]:
+        found: dict[str, datetime] = {}
+        ids = list(trigger_ids)
+        with self._read() as conn:
+            for start in range(0, len(ids), _IN_CHUNK):
+                chunk = ids[start : start + _IN_CHUNK]
+                statement = sa.select(triggers.c.id, triggers.c.watermark_at).where(
+                    triggers.c.id.in_(chunk)
+                )
+                found.update({row.id: row.watermark_at for row in conn.execute(statement)})
+        return found
 
     def heartbeats(self) -> list[Heartbeat]:
         with self._read() as conn:
