@@ -210,7 +210,7 @@ class RecordedDowntime:
     started_at: datetime
     """The last tick of any daemon before it."""
     ended_at: datetime
-    """The first tick after it, of the daemon that recorded it (`ended_by`)."""
+    """The first heartbeat after it, of the daemon that recorded it (`ended_by`)."""
     ended_by: str
 
 

@@ -110,7 +110,7 @@ class _Grid:
     def ruler(self, zone: tzinfo) -> tuple[str, str]:
         """The tick labels line and the ruler line beneath it."""
         step = self._step()
-        labels = [" "] * (self.cells + 12)
+        labels = [" "] * self.cells
         ruler = ["─"] * self.cells
         free_from = 0
         for tick in _ticks(self.since, self.until, step, zone):
@@ -118,11 +118,11 @@ class _Grid:
             if column is None:
                 continue
             text = _tick_label(tick.astimezone(zone), step)
-            if column >= free_from:
+            if column >= free_from and column + len(text) <= self.cells:
                 labels[column : column + len(text)] = text
                 free_from = column + len(text) + _LABEL_GAP
             ruler[column] = "┬"
-        return "".join(labels[: self.cells + 6]), "".join(ruler)
+        return "".join(labels), "".join(ruler)
 
     def _step(self) -> timedelta:
         """The smallest step whose ticks leave room for a label between them."""
