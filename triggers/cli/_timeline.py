@@ -65,10 +65,10 @@ def timeline(
     picture, shape = _destination(output, as_json)
     with errors(shape):
         from triggers import inspection  # noqa: PLC0415
-        from triggers.timeline import picture_kind  # noqa: PLC0415
+        from triggers.timeline import check_destination  # noqa: PLC0415
 
         if picture is not None:
-            picture_kind(picture)  # an unknown extension fails before any work
+            check_destination(picture)  # a typo fails before any work
         now = clock.now()
         since_at, until_at = _window(since, until, now=now)
         poll_interval = settings().poll_interval
@@ -132,7 +132,14 @@ def _write(report: TimelineReport, picture: Path, shape: Output) -> None:
     if shape.machine:
         emit({"output": str(picture), "bytes": written, "triggers": lanes, "rows": rows}, shape)
     else:
-        sys.stdout.write(f"{picture}: {lanes} triggers, {rows} ledger rows ({written} bytes)\n")
+        sys.stdout.write(
+            f"{picture}: {_counted(lanes, 'trigger')}, {_counted(rows, 'ledger row')} "
+            f"({written} bytes)\n"
+        )
+
+
+def _counted(number: int, word: str) -> str:
+    return f"{number} {word}{'' if number == 1 else 's'}"
 
 
 def _draw(report: TimelineReport, width: int | None) -> None:

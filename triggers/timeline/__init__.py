@@ -45,6 +45,7 @@ __all__ = [
     "DstChange",
     "Lane",
     "Timeline",
+    "check_destination",
     "dst_changes",
     "lanes",
     "picture_kind",
@@ -71,6 +72,21 @@ def picture_kind(path: Path) -> str:
             path=str(path),
         )
     return suffix[1:]
+
+
+def check_destination(path: Path) -> str:
+    """`svg` or `png` for a picture file that can be written: a known extension, in a
+    directory that exists (checked before any work, so a typo fails at once).
+
+    Raises:
+        OutputFileError: an unknown extension, or no such directory.
+    """
+    kind = picture_kind(path)
+    if not path.parent.is_dir():
+        raise OutputFileError(
+            f"cannot write {str(path)!r}: no directory {str(path.parent)!r}", path=str(path)
+        )
+    return kind
 
 
 def render_file(timeline: Timeline, path: Path) -> int:
