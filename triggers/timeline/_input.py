@@ -109,3 +109,21 @@ def parse_instant(value: Any, *, what: str) -> datetime | None:
     if parsed.tzinfo is None:
         raise ValueError(f"{what}: an instant without an offset: {value!r}")
     return parsed.astimezone(UTC)
+
+
+def window_words(timeline: Timeline, *, seconds: bool = False) -> str:
+    """`2026-03-27 00:00 → 2026-03-30 12:00 UTC`, each end in its own offset's name
+    when they differ (`... CET → ... CEST`)."""
+    shape = "%Y-%m-%d %H:%M:%S" if seconds else "%Y-%m-%d %H:%M"
+    start = timeline.since.astimezone(timeline.display_zone)
+    end = timeline.until.astimezone(timeline.display_zone)
+    start_name, end_name = start.tzname() or "UTC", end.tzname() or "UTC"
+    if start_name == end_name:
+        return f"{start.strftime(shape)} → {end.strftime(shape)} {end_name}"
+    return f"{start.strftime(shape)} {start_name} → {end.strftime(shape)} {end_name}"
+
+
+def zone_words(timeline: Timeline) -> str:
+    """The display zone's name: its IANA key (`Europe/Berlin`), else its offset's."""
+    key = getattr(timeline.display_zone, "key", None)
+    return str(key) if key else timeline.since.astimezone(timeline.display_zone).tzname() or "UTC"

@@ -8,7 +8,8 @@ can find it:
 
 - `lane-{i}`: the stripe of every other lane (top lane: 0); `label-{i}` its trigger
   id, `zone-{i}` the zone of its schedule;
-- `runs-{outcome}-{i}`: lane i's run bars of that outcome, one `<path>` each;
+- `runs-{outcome}-{i}`: lane i's run bars of that outcome, one `<path>` each (bars
+  that overlap in the picture, at least 1/600 of the window wide each, are one);
 - `range-{outcome}-{reason}-{i}`: its skipped or missed ranges of that reason, one
   `<path>` each (their hatch: `hatch-{outcome}-{reason}-{i}`), and
   `range-label-{i}-{n}` the words on a range wide enough to hold them;
@@ -23,14 +24,16 @@ can find it:
 
 from __future__ import annotations
 
+import functools
 import io
 from collections import defaultdict
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from triggers.timeline._input import Timeline
+from triggers.timeline._input import Timeline, window_words, zone_words
 from triggers.timeline._lanes import RUN_OUTCOMES, Lane, clipped_downtime, lanes
+from triggers.timeline._legend import Legend, hatched, line, patch, ring
 from triggers.timeline._style import (
     DOWNTIME,
     DST,
@@ -46,6 +49,7 @@ from triggers.timeline._style import (
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
+_DAY = timedelta(days=1)
 _WIDTH_IN = 12.0
 _LANE_IN = 0.62
 _MIN_BAR = 1 / 600  # of the window: a run shorter than this is drawn this wide
@@ -57,18 +61,6 @@ _RC: dict[Any, Any] = {
     "font.size": 9,
     "hatch.linewidth": 0.6,
 }
-_LEGEND_ORDER = (
-    *(f"runs-{outcome}" for outcome in RUN_OUTCOMES),
-    "range",
-    "once",
-    "marks",
-    "manual",
-    "upcoming",
-    "dst",
-    "downtime",
-    "future",
-    "now",
-)
 _FACE_ALPHA = "4D"  # of a range's shade (hex, as in #RRGGBBAA)
 _HATCH_ALPHA = "B3"
 
@@ -106,10 +98,30 @@ def _render(timeline: Timeline, kind: str, *, dpi: int = 100) -> bytes:
     return out.getvalue()
 
 
-def _x(instant: datetime) -> float:
-    from matplotlib.dates import date2num  # noqa: PLC0415
+@functools.cache
+def _epoch() -> datetime:
+    from matplotlib.dates import get_epoch  # noqa: PLC0415
 
-    return float(date2num(instant))
+    return datetime.fromisoformat(get_epoch()).replace(tzinfo=UTC)
+
+
+def _x(instant: datetime) -> float:
+    """matplotlib's date number of `instant`: days since its epoch (what `date2num`
+    computes, without its cost of tens of microseconds an instant)."""
+    return (instant - _epoch()) / _DAY
+
+
+def _merged(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """(x, width) spans with those that overlap or touch joined: ten thousand runs a day
+    are a few bars at the picture's resolution, not ten thousand shapes."""
+    joined: list[tuple[float, float]] = []
+    for x, width in sorted(spans):
+        if joined and x <= joined[-1][0] + joined[-1][1]:
+            last_x, last_width = joined[-1]
+            joined[-1] = (last_x, max(last_width, x + width - last_x))
+        else:
+            joined.append((x, width))
+    return joined
 
 
 class _Drawing:
@@ -119,7 +131,7 @@ class _Drawing:
         from matplotlib.figure import Figure  # noqa: PLC0415
 
         self.timeline = timeline
-        self.legend: dict[str, tuple[Any, str]] = {}
+        self.legend = Legend()
         rows = max(len(found), 1)
         self.figure = Figure(figsize=(_WIDTH_IN, 1.9 + _LANE_IN * rows), layout="constrained")
         self.axes: Axes = self.figure.add_subplot()
@@ -135,7 +147,7 @@ class _Drawing:
             self._marks(index, lane)
             self._dst(index, lane)
         self._now()
-        self._legend()
+        self.legend.draw(self.figure)
 
     # -- the frame: axes, lanes, title ------------------------------------------------
 
@@ -177,13 +189,13 @@ class _Drawing:
             text.set_gid(f"label-{index}")
             text.set_fontsize(9.5)
             text.set_verticalalignment("bottom" if found[index].zone else "center")
-        zone_name = timeline.since.astimezone(zone).tzname() or "UTC"
-        axes.set_xlabel(f"time ({zone_name})", color="#555555")
-        start = timeline.since.astimezone(zone).strftime("%Y-%m-%d %H:%M")
-        end = timeline.until.astimezone(zone).strftime("%Y-%m-%d %H:%M")
-        title = timeline.title or "triggers timeline"
+        axes.set_xlabel(f"time ({zone_words(timeline)})", color="#555555")
         axes.set_title(
-            f"{title} · {start} → {end} {zone_name}", loc="left", fontsize=11, pad=14, gid="title"
+            f"{timeline.title or 'triggers timeline'} · {window_words(timeline)}",
+            loc="left",
+            fontsize=11,
+            pad=14,
+            gid="title",
         )
 
     def _future(self) -> None:
@@ -192,7 +204,7 @@ class _Drawing:
             return
         start = max(now, self.timeline.since)
         self.axes.axvspan(_x(start), _x(until), color=FUTURE_SHADE, zorder=0.5, gid="future")
-        self._entry("future", self._patch(FUTURE_SHADE), "after now")
+        self.legend.add("future", patch(FUTURE_SHADE), "after now")
 
     def _now(self) -> None:
         now = self.timeline.now
@@ -210,7 +222,7 @@ class _Drawing:
             fontweight="bold",
             gid="now-label",
         )
-        self._entry("now", self._line(NOW.colour), "now")
+        self.legend.add("now", line(NOW.colour), "now")
 
     # -- across every lane: downtime ----------------------------------------------------
 
@@ -231,17 +243,20 @@ class _Drawing:
             zorder=1,
             gid=f"downtime-hatch-{number}",
         )
+        # Near the right edge (a downtime going on now) the words end where it ends.
+        late = start - self.timeline.since > self.timeline.span * 0.8
         self.axes.annotate(
-            "daemon down" + (" (still)" if ongoing else ""),
-            (_x(start), 1),
+            "daemon down" + (" (ongoing)" if ongoing else ""),
+            (_x(end if late else start), 1),
             xycoords=("data", "axes fraction"),
-            xytext=(2, 3),
+            xytext=(-2 if late else 2, 3),
             textcoords="offset points",
+            ha="right" if late else "left",
             fontsize=8,
             color=DOWNTIME.colour,
             gid=f"downtime-label-{number}",
         )
-        self._entry("downtime", self._hatched(face, hatch, "////"), DOWNTIME.words)
+        self.legend.add("downtime", hatched(face, hatch, "////"), DOWNTIME.words)
 
     # -- one lane -------------------------------------------------------------------------
 
@@ -263,14 +278,14 @@ class _Drawing:
                 continue
             look = LOOKS[outcome]
             self.axes.broken_barh(
-                bars[outcome],
+                _merged(bars[outcome]),
                 (index - 0.2, 0.4),
                 facecolors=look.colour,
                 linewidth=0,
                 zorder=3,
                 gid=f"runs-{outcome}-{index}",
             )
-            self._entry(f"runs-{outcome}", self._patch(look.colour), look.words)
+            self.legend.add(f"runs-{outcome}", patch(look.colour), look.words)
 
     def _ranges(self, index: int, lane: Lane) -> None:
         shades: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
@@ -303,9 +318,9 @@ class _Drawing:
             colour = LOOKS[outcome].colour
             gid = f"once-{outcome}-{reason}-{index}"
             self._points(instants, index + 0.3, "x", colour, 4.5, gid, zorder=4)
-            self._entry(
+            self.legend.add(
                 f"once-{outcome}-{reason}",
-                self._line(colour, marker="x"),
+                line(colour, marker="x"),
                 f"{outcome}: {reason.replace('_', ' ')}",
             )
 
@@ -336,9 +351,9 @@ class _Drawing:
                 zorder=2,
                 gid=f"hatch-{outcome}-{reason}-{index}",
             )
-        self._entry(
+        self.legend.add(
             f"range-{outcome}-{reason}",
-            self._hatched(face, hatch, pattern, edge=colour),
+            hatched(face, hatch, pattern, edge=colour),
             f"{outcome}: {reason.replace('_', ' ')}",
         )
 
@@ -360,14 +375,14 @@ class _Drawing:
                 zorder=4,
                 gid=f"marks-{outcome}-{index}",
             )
-            self._entry(f"marks-{outcome}", self._ring(look.colour), look.words)
+            self.legend.add(f"marks-{outcome}", ring(look.colour), look.words)
         if lane.manual:
             self._points(lane.manual, index - 0.33, "v", MANUAL.colour, 7, f"manual-{index}")
-            self._entry("manual", self._line(MANUAL.colour, marker="v"), MANUAL.words)
+            self.legend.add("manual", line(MANUAL.colour, marker="v"), MANUAL.words)
         if lane.upcoming:
             gid = f"upcoming-{index}"
             self._points(lane.upcoming, index, "|", UPCOMING.colour, 13, gid, zorder=3)
-            self._entry("upcoming", self._line(UPCOMING.colour, marker="|"), UPCOMING.words)
+            self.legend.add("upcoming", line(UPCOMING.colour, marker="|"), UPCOMING.words)
 
     def _dst(self, index: int, lane: Lane) -> None:
         for number, change in enumerate(lane.dst):
@@ -391,7 +406,7 @@ class _Drawing:
                 color=DST.colour,
                 gid=f"dst-label-{index}-{number}",
             )
-            self._entry("dst", self._line(DST.colour, dashed=True), DST.words)
+            self.legend.add("dst", line(DST.colour, dashed=True), DST.words)
 
     def _points(
         self,
@@ -414,68 +429,4 @@ class _Drawing:
             markeredgewidth=1.4,
             zorder=zorder,
             gid=gid,
-        )
-
-    # -- the legend -------------------------------------------------------------------------
-
-    def _entry(self, key: str, handle: Any, label: str) -> None:
-        self.legend.setdefault(key, (handle, label))
-
-    def _legend(self) -> None:
-        if not self.legend:
-            return
-
-        def rank(key: str) -> tuple[int, str]:
-            for position, prefix in enumerate(_LEGEND_ORDER):
-                if key == prefix or key.startswith(f"{prefix}-"):
-                    return position, key
-            return len(_LEGEND_ORDER), key
-
-        keys = sorted(self.legend, key=rank)
-        legend = self.figure.legend(
-            handles=[self.legend[key][0] for key in keys],
-            labels=[self.legend[key][1] for key in keys],
-            loc="outside lower center",
-            ncols=min(len(keys), 6),
-            frameon=False,
-            fontsize=8.5,
-            handlelength=1.6,
-        )
-        legend.set_gid("legend")
-
-    @staticmethod
-    def _patch(colour: str) -> Any:
-        from matplotlib.patches import Patch  # noqa: PLC0415
-
-        return Patch(facecolor=colour, linewidth=0)
-
-    @staticmethod
-    def _hatched(face: str, hatch: str, pattern: str, *, edge: str | None = None) -> Any:
-        from matplotlib.patches import Patch  # noqa: PLC0415
-
-        shade = Patch(facecolor=face, edgecolor=edge or "none", linewidth=0.6 if edge else 0)
-        if not pattern:
-            return shade
-        return (shade, Patch(facecolor="none", edgecolor=hatch, hatch=pattern, linewidth=0))
-
-    @staticmethod
-    def _line(colour: str, *, marker: str | None = None, dashed: bool = False) -> Any:
-        from matplotlib.lines import Line2D  # noqa: PLC0415
-
-        if marker is not None:
-            return Line2D([], [], linestyle="none", marker=marker, color=colour)
-        return Line2D([], [], color=colour, linestyle=(0, (3, 2)) if dashed else "-")
-
-    @staticmethod
-    def _ring(colour: str) -> Any:
-        from matplotlib.lines import Line2D  # noqa: PLC0415
-
-        return Line2D(
-            [],
-            [],
-            linestyle="none",
-            marker="o",
-            markerfacecolor="white",
-            markeredgecolor=colour,
-            markeredgewidth=1.6,
         )

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta, tzinfo
 
 from triggers.durations import format_duration
-from triggers.timeline._input import DstChange, Timeline
+from triggers.timeline._input import DstChange, Timeline, window_words
 from triggers.timeline._lanes import Lane, clipped_downtime, lanes
 from triggers.timeline._style import DOWNTIME, NOW, PRIORITY, Look, look
 
@@ -170,12 +170,9 @@ def _moment(instant: datetime, timeline: Timeline) -> str:
 
 
 def _title(timeline: Timeline, grid: _Grid) -> str:
-    zone = timeline.display_zone
-    start, end = _moment(timeline.since, timeline), _moment(timeline.until, timeline)
-    name = timeline.since.astimezone(zone).tzname() or "UTC"
     cell = format_duration(_round_cell(grid.cell))
-    title = timeline.title or "timeline"
-    return f"{title}  {start} → {end} {name}  (one column: {cell})"
+    words = window_words(timeline, seconds=timeline.span < _PRECISE)
+    return f"{timeline.title or 'timeline'}  {words}  (one column: {cell})"
 
 
 def _round_cell(cell: timedelta) -> timedelta:
