@@ -27,6 +27,7 @@ HEAVY = {
     "alembic",
     "apscheduler",
     "croniter",
+    "matplotlib",
     "looms_runtime.runtime",
     "prometheus_client",
     "pydantic",
@@ -58,7 +59,7 @@ def heavy(modules: set[str]) -> set[str]:
 
 
 def test_help_and_version_load_neither_the_database_nor_the_runtime(cli: Cli) -> None:
-    for args in (["--help"], ["--version"], ["list", "--help"]):
+    for args in (["--help"], ["--version"], ["list", "--help"], ["timeline", "--help"]):
         modules = loaded(cli, *args)
         assert heavy(modules) == set(), args
         assert "sqlalchemy" not in modules, args
@@ -70,3 +71,10 @@ def test_queries_on_an_empty_database_load_only_the_store(cli: Cli, tmp_path: Pa
         modules = loaded(cli, *args)
         assert heavy(modules) == set(), args
         assert "sqlalchemy.orm" not in modules and "sqlalchemy.dialects.postgresql" not in modules
+
+
+def test_only_a_picture_file_loads_the_plotting_library(cli: Cli, tmp_path: Path) -> None:
+    cli.run("db", "upgrade")
+    for args in (["timeline"], ["timeline", "--json"]):
+        assert "matplotlib" not in loaded(cli, *args), args
+    assert "matplotlib" in loaded(cli, "timeline", "-o", str(tmp_path / "t.svg"))

@@ -154,24 +154,7 @@ def print_error(error: dict[str, Any], as_json: bool) -> None:
 
 def fire_json(record: FireRecord) -> dict[str, Any]:
     """The `history --json` shape of a ledger row."""
-    return {
-        "trigger_id": record.trigger_id,
-        "occurrence": iso(record.occurrence_at),
-        "outcome": record.outcome.value,
-        "reason": record.reason.value if record.reason else None,
-        "run_id": record.run_id,
-        "claimed_at": opt_iso(record.claimed_at),
-        "launched_at": opt_iso(record.launched_at),
-        "settled_at": opt_iso(record.settled_at),
-        "error": record.error,
-        "last_occurrence": opt_iso(record.last_occurrence_at),
-        "count": record.count,
-        "revision": record.revision,
-        "host": record.host,
-        "manual_key": record.manual_key or None,
-        "idempotency_key": record.idempotency_key,
-        "blocked_by": record.blocked_by,
-    }
+    return record.to_json()
 
 
 def fire_table_row(record: FireRecord) -> list[Any]:

@@ -36,7 +36,7 @@ from triggers.scheduler.options import SchedulerOptions
 from triggers.scheduler.pending import PendingPass
 from triggers.scheduler.quiet import quiet_ranges
 from triggers.scheduler.timetable import Entry, Timetable
-from triggers.store.protocol import Heartbeat, TriggerStore
+from triggers.store.protocol import Heartbeat, TriggerStore, silence_limit
 
 __all__ = ["Scheduler", "SchedulerOptions"]
 
@@ -290,7 +290,11 @@ class Scheduler:
             return
         self._last_heartbeat_at = now
         try:
-            self._store.heartbeat(self._heartbeat(now, stopped=stopped))
+            # A beat that ends a silence of every daemon records it as downtime.
+            self._store.heartbeat(
+                self._heartbeat(now, stopped=stopped),
+                down_after=silence_limit(self._options.poll_interval),
+            )
         except TriggersError as exc:
             # Observability, not dispatch: a failed heartbeat never stops a tick.
             self.metrics.store_error("heartbeat")
@@ -391,6 +395,8 @@ class Scheduler:
             pruned = self._store.prune(older_than=now - self._options.fire_retention)
             # Daemons silent for this long are gone: `status` stops listing them.
             self._store.prune_heartbeats(older_than=now - self._options.heartbeat_retention)
+            # Downtime is kept as long as the ledger it explains.
+            self._store.prune_downtime(older_than=now - self._options.fire_retention)
         except TriggersError as exc:
             self.metrics.store_error("prune")
             log.warning("prune_failed", error=str(exc), error_code=exc.code)
