@@ -24,6 +24,7 @@ from triggers.errors import ExitCode, TriggersError
 
 if TYPE_CHECKING:
     from triggers.model import FireRecord
+    from triggers.scheduler.forecast import UpcomingFire
     from triggers.settings import Settings
 
 # Commands import these from here as well as from their own modules.
@@ -171,6 +172,20 @@ def fire_json(record: FireRecord) -> dict[str, Any]:
         "manual_key": record.manual_key or None,
         "idempotency_key": record.idempotency_key,
         "blocked_by": record.blocked_by,
+    }
+
+
+def upcoming_json(fire: UpcomingFire, *, stops_after: str | None = None) -> dict[str, Any]:
+    """The `next --json` shape of an upcoming fire (also `describe`'s `next_fires`)."""
+    from triggers.scheduler.occurrences import describe_shift  # noqa: PLC0415
+
+    return {
+        "occurrence": iso(fire.occurrence_at),
+        "local": fire.local.isoformat(),
+        "fires_at": iso(fire.fires_at),
+        "dst": fire.shift.kind if fire.shift else None,
+        "dst_note": describe_shift(fire.shift) if fire.shift else None,
+        "stops_after": stops_after,
     }
 
 

@@ -12,9 +12,13 @@ import functools
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from triggers.errors import ScheduleError
+
+if TYPE_CHECKING:
+    from triggers.scheduler._dst import DstShift
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 TICK = timedelta(microseconds=1)
@@ -94,6 +98,10 @@ class CountableSchedule(ABC):
         if until <= after:
             return None
         return self._span(after, until)
+
+    def dst_shift(self, at: datetime) -> DstShift | None:
+        """What a daylight-saving change did to the occurrence `at` (see `_dst`)."""
+        return None
 
     @abstractmethod
     def _next_after(self, after: datetime) -> datetime | None: ...
