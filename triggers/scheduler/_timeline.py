@@ -38,7 +38,8 @@ def instant(seconds: int) -> datetime:
 
 def floor_s(at: datetime) -> int:
     """Epoch seconds of an aware datetime, rounded down."""
-    return (at - EPOCH) // timedelta(seconds=1)
+    elapsed = at - EPOCH  # normalised: 0 <= seconds < 86400, microseconds >= 0
+    return elapsed.days * 86_400 + elapsed.seconds
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,14 +80,28 @@ class CountableSchedule(ABC):
     def __init__(self, *, start_at: datetime | None, end_at: datetime | None) -> None:
         self._floor = None if start_at is None else start_at - TICK
         self._end_at = end_at
+        # The last two answers: the loop asks for the occurrence after the watermark,
+        # then after that one, and the next tick asks the same again.
+        self._memo: tuple[datetime | None, datetime | None, datetime | None, datetime | None] = (
+            None,
+            None,
+            None,
+            None,
+        )
 
     def next_after(self, after: datetime) -> datetime | None:
         """The first occurrence strictly after `after`, or None when there is none."""
         if self._floor is not None and after < self._floor:
             after = self._floor
+        memo = self._memo
+        if after == memo[0]:
+            return memo[1]
+        if after == memo[2]:
+            return memo[3]
         found = self._next_after(after)
-        if found is None or (self._end_at is not None and found > self._end_at):
-            return None
+        if found is not None and self._end_at is not None and found > self._end_at:
+            found = None
+        self._memo = (after, found, memo[0], memo[1])
         return found
 
     def span(self, after: datetime, until: datetime) -> Span | None:

@@ -340,7 +340,7 @@ class MemoryClaimBatch:
         rows = [item.row for item in decided if item.row is not None]
         tables.check_insertable(rows)
         for row in rows:
-            tables.insert(row)
+            tables.insert(row, checked=True)
         for trigger_id in sorted(set(self._counters) | set(self._watermarks)):
             trigger = stored[trigger_id]
             counters = self._counters.get(trigger_id) or Counters.of(trigger)
@@ -360,13 +360,27 @@ class MemoryClaimBatch:
     ) -> list[ClaimResult]:
         snapshots: dict[str, Trigger] = {}
         for trigger_id, trigger in stored.items():
-            counters = self._counters.get(trigger_id) or Counters.of(trigger)
-            snapshots[trigger_id] = dataclasses.replace(
-                trigger,
+            counters = self._counters.get(trigger_id)
+            watermark = self._watermarks.get(trigger_id)
+            if counters is None and (watermark is None or watermark <= trigger.watermark_at):
+                snapshots[trigger_id] = trigger
+                continue
+            counters = counters or Counters.of(trigger)
+            # As `dataclasses.replace` would, at a fraction of its cost (every claim).
+            snapshots[trigger_id] = Trigger(
+                spec=trigger.spec,
+                revision=trigger.revision,
+                paused=trigger.paused,
+                pause_note=trigger.pause_note,
+                paused_at=trigger.paused_at,
+                retired=trigger.retired,
                 watermark_at=max(trigger.watermark_at, self._watermark(trigger)),
                 active_count=counters.active_count,
                 buffered_count=counters.buffered_count,
                 runs_launched=counters.runs_launched,
+                blocked_by=trigger.blocked_by,
+                created_at=trigger.created_at,
+                updated_at=trigger.updated_at,
             )
         items = iter(decided)
         final: list[ClaimResult] = []

@@ -8,7 +8,6 @@ runs on the tables under the store's lock.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
@@ -241,7 +240,7 @@ def record_settlements(
         ):
             results.append(None)
             continue
-        was, before = row.outcome, row.record()
+        was = row.outcome
         tables.set_outcome(row, Outcome(settlement.state))
         row.error, row.settled_at = settlement.error, now
         tables.settled(now)
@@ -250,11 +249,7 @@ def record_settlements(
         trigger = tables.triggers.get(row.trigger_id)
         if settlement.state == "failed" and trigger is not None and trigger.spec.pause_on_failure:
             pauses.setdefault(row.trigger_id, settlement.error or f"run {settlement.run_id} failed")
-        results.append(
-            dataclasses.replace(
-                before, outcome=Outcome(settlement.state), settled_at=now, error=settlement.error
-            )
-        )
+        results.append(row.record())
     tables.adjust_active(deltas, now)
     for trigger_id, note in sorted(pauses.items()):
         trigger = tables.triggers[trigger_id]

@@ -169,13 +169,14 @@ class Tables:
             if key is not None:
                 keys.add(key)
 
-    def insert(self, row: FireRow) -> FireRow:
-        """Add a ledger row under a new id.
+    def insert(self, row: FireRow, *, checked: bool = False) -> FireRow:
+        """Add a ledger row under a new id (`checked`: `check_insertable` said it may be).
 
         Raises:
             DuplicateOccurrenceError: the ledger holds its occurrence or its key already.
         """
-        self.check_insertable([row])
+        if not checked:
+            self.check_insertable([row])
         row.id = self.next_id
         self.next_id += 1
         self.fires[row.id] = row
