@@ -67,13 +67,14 @@ def shown(value: datetime | None) -> str | None:
     return show_time(value, local=options.local)
 
 
-def quiet_logging(_settings: object = None) -> None:
-    """Send logs (the runtime's, a library's) to stderr at warning level, never to stdout.
+def quiet_logging(_settings: object = None, *, level: str = "warning") -> None:
+    """Send logs (the runtime's, a library's) to stderr at warning level (or `level`),
+    never to stdout.
 
     Only commands that load code which logs call this: structlog costs start-up time."""
     from triggers.log import configure_logging, wants_json  # noqa: PLC0415
 
-    configure_logging(json=wants_json(options.log_format), level="warning")
+    configure_logging(json=wants_json(options.log_format), level=level)
 
 
 def current_settings(**overrides: Any) -> Settings:
