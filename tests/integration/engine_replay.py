@@ -5,9 +5,9 @@ deadlines, the SQL store, polls every few minutes) is driven the way
 `tests/integration/harness.py` drives it: it ticks at each wake-up it asks for and
 at each run's end (the scripted runner's), and its clock moves only when the
 player moves it. Events happen as in `triggers simulate`: at their instant on the
-scenario's own timeline (elapsed time), before the tick of that instant; a clock
-jump moves the daemon's clock but not the wake-up it sleeps towards (the daemon's
-waits are relative); a downtime closes the scheduler and a new one starts from
+scenario's own timeline (elapsed time), before the tick of that instant, which
+they bring forward (a daemon's poll, seconds later, notices an operator's act or a
+clock that jumped); a downtime closes the scheduler and a new one starts from
 the store when it ends, with the same runtime (its runs go on meanwhile).
 """
 
@@ -141,6 +141,7 @@ class EnginePlayer:
             self.offset += by
             if self.harness is not None:
                 self.harness.clock.set(self._now())
+            self._woken()  # its next poll, seconds later, notices the clock
 
         return act
 

@@ -16,7 +16,7 @@ from triggers.clock import utc
 from triggers.errors import InputError
 from triggers.model import AtSchedule, CronSchedule, Outcome, Reason, TriggerSpec
 from triggers.scheduler.forecast import forecast
-from triggers.scheduler.occurrences import compile_schedule
+from triggers.scheduler.occurrences import compile_schedule, count_occurrences
 from triggers.simulation import ClockJump, Downtime, Edit, Interval, Pause, Scenario, simulate
 
 T0 = utc(2027, 3, 1)
@@ -153,3 +153,58 @@ def test_next_says_what_the_simulated_daemon_fires(name: str) -> None:
 
 def _ms(at: datetime) -> datetime:
     return at.replace(microsecond=at.microsecond // 1000 * 1000)
+
+
+def test_a_range_without_a_daemon_leaves_an_empty_ledger() -> None:
+    result = simulate(
+        Scenario(
+            specs=[spec("hourly", every=HOUR)],
+            start_at=T0,
+            end_at=T0 + DAY,
+            downtimes=[Downtime(start_at=T0 - DAY, end_at=T0 + 2 * DAY)],
+        )
+    )
+
+    assert (result.records, result.downtime) == ([], [Interval(start_at=T0, end_at=T0 + DAY)])
+
+
+def test_the_rows_for_a_renderer_are_history_rows_and_downtime_spans() -> None:
+    from triggers.cli._common import fire_json
+    from triggers.cli._foresight import simulated_history
+
+    scenario = Scenario(
+        specs=[spec("hourly", every=HOUR)],
+        start_at=T0,
+        end_at=T0 + 6 * HOUR,
+        downtimes=[Downtime(start_at=T0 + 2.5 * HOUR, end_at=T0 + 4.5 * HOUR)],
+    )
+
+    rows, downtime = simulated_history(scenario)
+
+    assert rows == [fire_json(record) for record in simulate(scenario).records]
+    assert downtime == [(T0 + 2.5 * HOUR, T0 + 4.5 * HOUR)]
+    assert [row["outcome"] for row in rows] == [
+        "completed",
+        "completed",
+        "missed",
+        "completed",
+        "completed",
+        "launched",
+    ]
+
+
+def test_years_of_a_weekly_trigger_keep_every_occurrence() -> None:
+    result = simulate(
+        Scenario(
+            specs=[spec("weekly", cron="0 6 * * MON")],
+            start_at=T0,
+            end_at=T0 + 3 * 365 * DAY,
+            jumps=[ClockJump(at=T0 + DAY, by=-30 * DAY)],
+        )
+    )
+
+    # The clock read 30 days less from day 1 on: those weeks were decided already.
+    weekly = compile_schedule(CronSchedule(expression="0 6 * * MON"), trigger_id="weekly")
+    expected = count_occurrences(weekly, after=T0, until=T0 + 3 * 365 * DAY - 30 * DAY)
+    assert len(result.records) == expected == 153
+    assert {r.outcome for r in result.records} == {Outcome.COMPLETED}

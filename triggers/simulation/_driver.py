@@ -12,7 +12,7 @@ with its own timetable) starts from the store when it ends, adopts the runs that
 went on meanwhile and catches up.
 
 The scheduler runs inline (`SchedulerOptions.inline`): no worker threads, runner
-calls on the loop's own thread. It polls once a simulated day (and at every
+calls on the loop's own thread. It polls once a simulated week (and at every
 event), records every occurrence (nothing is pruned) and starts in the range's
 first instant, with the declarations applied then.
 """
@@ -37,9 +37,18 @@ from triggers.store.protocol import HistoryQuery
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _HOST = "simulation"
-_POLL = timedelta(days=1)
+_POLL = timedelta(days=7)
 _PAUSE_NOTE = "paused by the simulation"
 _ALL = 1 << 62
+
+
+class _Strict(UnrecordedMetrics):
+    """A tick that fails is a bug the simulation must not hide: the daemon would try
+    again a second later, and the ledger would differ without a word. It ends the
+    simulation with the error instead."""
+
+    def tick_failed(self, error: BaseException) -> None:
+        raise error
 
 
 def simulate(scenario: Scenario) -> SimulationResult:
@@ -87,7 +96,7 @@ class _Simulator:
             elapsed=lambda: self.elapsed,
             duration=lambda request: scenario.duration_of(request.trigger_id),
         )
-        self._metrics = UnrecordedMetrics()
+        self._metrics = _Strict()
         self._events = sorted(self._scenario_events())
         self._next_event = 0
         self._downs = _merged(scenario.downtimes, scenario.start_at, scenario.end_at)
@@ -127,8 +136,10 @@ class _Simulator:
         """One daemon, from now until the next downtime or the end of the range."""
         self.runner.restart()
         self._daemons += 1
-        # Nothing is pruned: the ledger keeps every occurrence of the range.
-        forever = self._scenario.end_at - datetime(2, 1, 1, tzinfo=UTC)
+        # Nothing is pruned: the ledger keeps every occurrence of the range. A retention
+        # that reaches back from the earliest the clock reads to year 2 keeps all and
+        # never takes `now - retention` below year 1.
+        forever = self._earliest_wall() - datetime(2, 1, 1, tzinfo=UTC)
         scheduler = Scheduler(
             store=self.store,
             runner=self.runner,
@@ -222,7 +233,8 @@ class _Simulator:
         return None
 
     def _fire_events(self, *, refresh: Callable[[], None] | None) -> None:
-        """Everything due by now; the loop is woken as a poll would wake it."""
+        """Everything due by now. The loop is woken, as its next poll (seconds away in a
+        daemon) would find an operator's act or a clock that jumped."""
         fired = False
         while self._next_event < len(self._events):
             event = self._events[self._next_event]
@@ -238,9 +250,9 @@ class _Simulator:
         scenario = self._scenario
         events = [_Event(edit.at, 0, self._applies(edit.specs)) for edit in scenario.edits]
         for item in scenario.pauses:
-            events.append(_Event(item.start_at, 1, self._pauses(item.trigger_id, item.start_at)))
+            events.append(_Event(item.start_at, 1, self._pauses(item.trigger_id)))
             if item.end_at is not None:
-                events.append(_Event(item.end_at, 1, self._resumes(item.trigger_id, item.end_at)))
+                events.append(_Event(item.end_at, 1, self._resumes(item.trigger_id)))
         events += [_Event(jump.at, 2, self._jumps(jump.by)) for jump in scenario.jumps]
         return [event for event in events if event.at <= scenario.end_at]
 
@@ -250,14 +262,14 @@ class _Simulator:
 
         return act
 
-    def _pauses(self, trigger_id: str, at: datetime) -> Callable[[], None]:
+    def _pauses(self, trigger_id: str) -> Callable[[], None]:
         def act() -> None:
             with _naming(f"--pause {trigger_id}@..."):
                 pause(self.store, trigger_id, note=_PAUSE_NOTE, now=self.clock.now())
 
         return act
 
-    def _resumes(self, trigger_id: str, at: datetime) -> Callable[[], None]:
+    def _resumes(self, trigger_id: str) -> Callable[[], None]:
         def act() -> None:
             with _naming(f"--pause {trigger_id}@...: its resume"):
                 resume(self.store, trigger_id, now=self.clock.now())
@@ -269,6 +281,14 @@ class _Simulator:
             self.offset += by
 
         return act
+
+    def _earliest_wall(self) -> datetime:
+        """The earliest instant the daemon's clock reads in the range (jumps included)."""
+        offset = lowest = timedelta(0)
+        for jump in sorted(self._scenario.jumps, key=lambda jump: jump.at):
+            offset += jump.by
+            lowest = min(lowest, offset)
+        return self._scenario.start_at + lowest
 
     def _wall(self, at: datetime) -> datetime:
         """An elapsed instant as the daemon's clock reads it (the jumps made by then)."""

@@ -89,7 +89,12 @@ class MemoryClaimBatch:
         existing, existing_keys = self._existing()
         covered = self._covered()
         active = self._active_runs(stored)
-        newest = self._newest_superseding(stored, existing, covered)
+        superseding = any(
+            request.trigger_id in stored
+            and _overlap(request, stored[request.trigger_id]) is Overlap.SUPERSEDE
+            for request in self._requests
+        )
+        newest = self._newest_superseding(stored, existing, covered) if superseding else {}
         decided: list[_Decided] = []
         results: list[ClaimResult | None] = []
         for index, request in enumerate(self._requests):
@@ -151,6 +156,8 @@ class MemoryClaimBatch:
         it holds. Scheduled occurrences are fenced by the watermark, as in SQL."""
         found: set[tuple[str, datetime, str]] = set()
         keys: set[str] = set()
+        if all(request.kind == "scheduled" for request in self._requests):
+            return found, keys
         tables = self._tables
         for request in self._requests:
             if request.kind == "scheduled":
