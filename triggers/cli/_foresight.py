@@ -235,7 +235,7 @@ def read_scenario(
     if not start or not end:
         raise InputError("simulate needs --from T and --to T (the range to simulate)")
     local = options.local
-    start_at = parse_time(start, now=clock.now(), local=local)
+    start_at = forms.instant_option(start, option="--from", start=clock.now(), local=local)
     end_at = forms.instant_option(end, option="--to", start=start_at, local=local)
     default, by_id = simulation.DEFAULT_DURATION, {}
     for text in durations:

@@ -88,7 +88,8 @@ def edit_option(text: str, *, start: datetime, local: bool = False) -> tuple[dat
 
 
 def instant_option(text: str, *, option: str, start: datetime, local: bool = False) -> datetime:
-    """A time of `--to` or of an event: a relative one counts from `--from`."""
+    """A time of `option`: a relative one counts from `start` (`--from`, or now for
+    `--from` itself)."""
     try:
         return parse_time(text.strip(), now=start, local=local)
     except InvalidTimeError as exc:

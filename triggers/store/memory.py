@@ -280,8 +280,8 @@ class MemoryTriggerStore:
     def history(self, query: HistoryQuery) -> list[FireRecord]:
         with self._lock:
             rows = [row for row in self._tables.fires.values() if _matches(row, query)]
-        rows.sort(key=lambda row: (row.occurrence_at, row.id), reverse=True)
-        return [row.record() for row in rows[: query.limit]]
+            rows.sort(key=lambda row: (row.occurrence_at, row.id), reverse=True)
+            return [row.record() for row in rows[: query.limit]]
 
     def last_records(self) -> dict[str, FireRecord]:
         newest: dict[str, FireRow] = {}
