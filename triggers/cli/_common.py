@@ -24,6 +24,7 @@ from triggers.errors import ExitCode, TriggersError
 
 if TYPE_CHECKING:
     from triggers.model import FireRecord
+    from triggers.scheduler.forecast import UpcomingFire
     from triggers.settings import Settings
 
 # Commands import these from here as well as from their own modules.
@@ -66,13 +67,14 @@ def shown(value: datetime | None) -> str | None:
     return show_time(value, local=options.local)
 
 
-def quiet_logging(_settings: object = None) -> None:
-    """Send logs (the runtime's, a library's) to stderr at warning level, never to stdout.
+def quiet_logging(_settings: object = None, *, level: str = "warning") -> None:
+    """Send logs (the runtime's, a library's) to stderr at warning level (or `level`),
+    never to stdout.
 
     Only commands that load code which logs call this: structlog costs start-up time."""
     from triggers.log import configure_logging, wants_json  # noqa: PLC0415
 
-    configure_logging(json=wants_json(options.log_format), level="warning")
+    configure_logging(json=wants_json(options.log_format), level=level)
 
 
 def current_settings(**overrides: Any) -> Settings:
@@ -155,6 +157,20 @@ def print_error(error: dict[str, Any], as_json: bool) -> None:
 def fire_json(record: FireRecord) -> dict[str, Any]:
     """The `history --json` shape of a ledger row."""
     return record.to_json()
+
+
+def upcoming_json(fire: UpcomingFire, *, stops_after: str | None = None) -> dict[str, Any]:
+    """The `next --json` shape of an upcoming fire (also `describe`'s `next_fires`)."""
+    from triggers.scheduler.occurrences import describe_shift  # noqa: PLC0415
+
+    return {
+        "occurrence": iso(fire.occurrence_at),
+        "local": fire.local.isoformat(),
+        "fires_at": iso(fire.fires_at),
+        "dst": fire.shift.kind if fire.shift else None,
+        "dst_note": describe_shift(fire.shift) if fire.shift else None,
+        "stops_after": stops_after,
+    }
 
 
 def fire_table_row(record: FireRecord) -> list[Any]:

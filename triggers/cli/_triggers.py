@@ -18,6 +18,7 @@ from triggers.cli._common import (
     opt_iso,
     output_of,
     shown,
+    upcoming_json,
 )
 from triggers.cli._output import JsonOpt, Output, OutputOpt, emit, table, value_text
 from triggers.clock import iso
@@ -51,7 +52,7 @@ def list_command(as_json: JsonOpt = False, output: OutputOpt = None) -> None:
                     r["timezone"],
                     r["overlap"],
                     r["state"] + (f" by {r['blocked_by']}" if r["blocked_by"] else ""),
-                    shown(view.next_fire_at),
+                    _next_fire_cell(view),
                     r["last_outcome"],
                     r["active_run_id"],
                 ]
@@ -79,11 +80,23 @@ def _list_row(view: Any) -> dict[str, Any]:
         "revision": trigger.revision,
         "flow": spec.flow,
         "next_fire": opt_iso(view.next_fire_at),
+        "no_next_fire_reason": view.no_next_fire,
+        "next_fire_dst": view.next_fire.shift.kind
+        if view.next_fire and view.next_fire.shift
+        else None,
         "last_outcome": view.last.outcome.value if view.last else None,
         "last_occurrence": opt_iso(view.last.occurrence_at) if view.last else None,
         "active_run_id": view.active_run_id,
         "description": spec.description,
     }
+
+
+def _next_fire_cell(view: Any) -> str | None:
+    """The next fire, marked when DST moved it; or, when there is none, why."""
+    if view.next_fire is None:
+        return None if view.no_next_fire is None else f"none ({view.no_next_fire})"
+    shift = view.next_fire.shift
+    return f"{shown(view.next_fire_at)}" + (f" (DST {shift.kind})" if shift else "")
 
 
 @app.command()
@@ -138,9 +151,8 @@ def describe_json(found: TriggerDescription) -> dict[str, Any]:
             for view in found.revisions
         ],
         "last_fires": [fire_json(record) for record in found.last_fires],
-        "next_fires": [
-            {"occurrence": iso(utc), "local": local.isoformat()} for utc, local in found.next_fires
-        ],
+        "next_fires": [upcoming_json(fire) for fire in found.next_fires],
+        "no_next_fire_reason": found.no_next_fire,
         "actions": [entry_json(entry) for entry in found.actions],
     }
 
@@ -165,6 +177,8 @@ def _actor_json(entry: AuditEntry) -> dict[str, Any]:
 
 
 def _describevalue_text(found: TriggerDescription) -> None:
+    from triggers.scheduler.occurrences import describe_shift  # noqa: PLC0415
+
     trigger, write = found.trigger, sys.stdout.write
     write(f"trigger {trigger.id} (revision {trigger.revision}): {found.state}\n")
     if trigger.paused:
@@ -199,9 +213,12 @@ def _describevalue_text(found: TriggerDescription) -> None:
             write(f"      {change.key}: {value_text(change.old)} -> {value_text(change.new)}\n")
     write(f"last {len(found.last_fires)} fires:\n")
     table(FIRE_HEADERS, [fire_table_row(record) for record in found.last_fires])
-    write(f"next {len(found.next_fires)} fires:\n")
-    for utc, local in found.next_fires:
-        write(f"  {shown(utc)}  ({local.isoformat()} {trigger.spec.timezone})\n")
+    why = f" (then none: {found.no_next_fire})" if found.no_next_fire else ""
+    write(f"next {len(found.next_fires)} fires{why}:\n")
+    for fire in found.next_fires:
+        local = f"{fire.local.isoformat()} {trigger.spec.timezone}"
+        note = f"  {describe_shift(fire.shift)}" if fire.shift else ""
+        write(f"  {shown(fire.occurrence_at)}  ({local}){note}\n")
     write("operator actions (triggers audit-log --trigger ID for more):\n")
     for entry in found.actions:
         note = f": {entry.note}" if entry.note else ""
