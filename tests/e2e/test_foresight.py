@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import Cli
+from tests.svg_picture import ids, parse, texts
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 
@@ -117,3 +118,29 @@ def test_next_and_list_say_why_a_trigger_fires_nothing(cli: Cli, tmp_path: Path)
     assert listed["backup"]["next_fire"] is not None
     [first] = cli.json("next", "backup", "-n", "1", "--after", "2027-03-27T12:00:00Z")
     assert (first["occurrence"], first["dst"]) == ("2027-03-28T01:00:00.000Z", "moved")
+
+
+def test_simulate_draws_its_ledger_as_a_timeline(cli: Cli, tmp_path: Path) -> None:
+    path = _file(tmp_path)
+    picture = tmp_path / "forecast.svg"
+
+    result = cli.run(
+        "simulate", str(path), "--from", "2027-03-27", "--to", "+2d",
+        "--down", "+1d..+1d3h", "--timeline", str(picture), "--json",
+    )  # fmt: skip
+
+    rows = json.loads(result.stdout)
+    root = parse(picture.read_bytes())
+    found = ids(root)
+    assert "downtime-0" in found and "now" not in found  # a forecast has no "now"
+    lanes = {name: texts(root, f"label-{n}") for n, name in enumerate(["backup", "hourly"])}
+    assert lanes == {"backup": ["backup"], "hourly": ["hourly"]}
+    assert any(gid.startswith("runs-completed-") for gid in found)
+    assert {"hourly", "backup"} <= {row["trigger_id"] for row in rows}
+
+    refused = cli.run(
+        "simulate", str(path), "--from", "2027-03-27", "--to", "+2d",
+        "--timeline", str(tmp_path / "forecast.pdf"), check=False,
+    )  # fmt: skip
+    assert refused.returncode == 2 and "must end in .svg or .png" in refused.stderr
+    assert not (tmp_path / "forecast.pdf").exists()

@@ -181,6 +181,15 @@ def simulate(
             show_default=False,
         ),
     ] = None,
+    picture: Annotated[
+        Path | None,
+        typer.Option(
+            "--timeline",
+            metavar="FILE",
+            help="Also draw the simulated ledger as `timeline` does (.svg or .png).",
+            show_default=False,
+        ),
+    ] = None,
     as_json: JsonOpt = False,
     output: OutputOpt = None,
 ) -> None:
@@ -192,6 +201,10 @@ def simulate(
     shape = output_of(as_json, output)
     with errors(shape):
         quiet_logging(level="error")  # the simulated daemon's own logs are not the answer
+        if picture is not None:
+            from triggers.timeline import check_destination  # noqa: PLC0415
+
+            check_destination(picture)  # a typo fails before the simulation, not after
         scenario = read_scenario(
             declarations_file(file),
             start=start,
@@ -205,10 +218,35 @@ def simulate(
         from triggers.simulation import simulate as run  # noqa: PLC0415
 
         result = run(scenario)
+        if picture is not None:
+            _draw(scenario, result, picture)
         if shape.machine:
             emit([fire_json(record) for record in result.records], shape)
             return
         _simulation_table(result)
+
+
+def _draw(scenario: Scenario, result: SimulationResult, path: Path) -> None:
+    """The simulated ledger as a timeline picture: no "now" (all of it is foresight),
+    the simulated downtime hatched, DST changes of each trigger's zone."""
+    from triggers.timeline import Downtime, Timeline, render_file  # noqa: PLC0415
+
+    ids = [spec.id for spec in scenario.specs]
+    render_file(
+        Timeline(
+            since=result.start_at,
+            until=result.end_at,
+            now=None,
+            rows=[fire_json(record) for record in result.records],
+            downtime=[
+                Downtime(started_at=span.start_at, ended_at=span.end_at) for span in result.downtime
+            ],
+            upcoming={},
+            trigger_ids=ids,
+            trigger_zones={spec.id: spec.timezone for spec in scenario.specs},
+        ),
+        path,
+    )
 
 
 def read_scenario(
