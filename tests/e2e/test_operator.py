@@ -119,9 +119,15 @@ STEPS = textwrap.dedent(
       gated:
         steps:
           - {id: gate, wait_signal: {name: go}}
+      branches:
+        steps:
+          - {id: dump-a, run: [sh, -c, "sleep 30"], needs: []}
+          - {id: dump-b, run: [sh, -c, "sleep 0.5; exit 4"], needs: []}
+          - {id: upload, run: [sh, -c, "true"], needs: [dump-a, dump-b]}
     triggers:
       - {id: flaky, flow: failing, every: 1d}
       - {id: gated, flow: gated, every: 1d}
+      - {id: branched, flow: branches, every: 1d}
     """
 )
 
@@ -161,6 +167,16 @@ def test_step_output_runs_actions_and_a_truthful_status(cli: Cli, tmp_path: Path
         assert "stderr of greet (attempt 1, last lines):\n  disk full on /var\n" in shown
         [effect] = cli.json("runs", "show", failed)["effects"]
         assert effect["last_output"]["stdout"] == "hello from stdout\n"
+        cli.run("fire", "branched")
+        branched = wait_for(
+            lambda: _run_of(cli, "branched", "failed"), timeout=30, what="the failed branch"
+        )
+        steps = cli.json("runs", "show", branched)["steps"]
+        assert [(s["step"], s["state"]) for s in steps] == [
+            ("dump-a", "cancelled"),  # stopped when its sibling failed
+            ("dump-b", "failed"),
+        ]  # upload never started
+        assert "steps (branches that ran at once" in cli.run("runs", "show", branched).stdout
         missing = cli.run("runs", "logs", failed, "nope", check=False)
         assert missing.returncode == 2 and "its steps: greet" in missing.stderr
 
@@ -176,7 +192,7 @@ def test_step_output_runs_actions_and_a_truthful_status(cli: Cli, tmp_path: Path
         ]
         assert "secret" not in json.dumps(log)  # a payload is the operator's data
         occurrences = _status(cli)[1]["occurrences"]
-        assert occurrences["failed"] == 1 and sum(occurrences.values()) == 2
+        assert occurrences["failed"] == 2 and sum(occurrences.values()) == 3
     finally:
         os.kill(daemon.pid, signal.SIGKILL)  # a crash: its heartbeat stays, unstopped
         daemon.wait(timeout=30)

@@ -20,7 +20,7 @@ from triggers.cli._app import runs_app
 from triggers.cli._backend import actor, open_runtime
 from triggers.cli._common import clock, errors, opt_iso, output_of, shown
 from triggers.cli._output import JsonOpt, Output, OutputOpt, emit, listing, table
-from triggers.cli._step_output import attempt_outputs, tail
+from triggers.cli._step_output import attempt_outputs, step_states, tail
 from triggers.errors import InputError
 
 RunArg = Annotated[str, typer.Argument(metavar="RUN_ID")]
@@ -82,12 +82,16 @@ def show(run_id: RunArg, as_json: JsonOpt = False, output: OutputOpt = None) -> 
     shape = output_of(as_json, output)
     with errors(shape), open_runtime() as session:
         info = session.runtime.inspect_run(run_id)
-        last = {a.effect_id: a for a in attempt_outputs(session.runtime.get_events(run_id))}
+        events = session.runtime.get_events(run_id)
+        attempts = attempt_outputs(events)
+        last = {a.effect_id: a for a in attempts}
+        steps = step_states(attempts, events)
         if shape.machine:
             document = _plain(info)
             for effect in document.get("effects", []):
                 attempt = last.get(effect["effect_id"])
                 effect["last_output"] = attempt.to_json() if attempt else None
+            document["steps"] = [state.to_json() for state in steps]
             emit(document, shape)
             return
         write = sys.stdout.write
@@ -115,6 +119,15 @@ def show(run_id: RunArg, as_json: JsonOpt = False, output: OutputOpt = None) -> 
                         e.last_error,
                     ]
                     for e in info.effects
+                ],
+            )
+        if len(steps) > 1:
+            write("steps (branches that ran at once overlap in time):\n")
+            table(
+                ["step", "state", "attempts", "started", "ended"],
+                [
+                    [s.step, s.state, s.attempts, shown(s.started_at), shown(s.ended_at) or "-"]
+                    for s in steps
                 ],
             )
         for effect in info.effects:

@@ -97,6 +97,48 @@ def attempt_outputs(events: Iterable[Any]) -> list[AttemptOutput]:
     return list(found.values())
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepState:
+    """One step (a branch, in a flow whose steps name their needs) as its attempts left it."""
+
+    step: str
+    state: str
+    """The last attempt's outcome: succeeded, failed, ambiguous, cancelled, late, running."""
+    attempts: int
+    started_at: datetime
+    """When its first attempt was dispatched."""
+    ended_at: datetime | None
+    """When its last attempt's outcome was recorded (None while it runs)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "step": self.step,
+            "state": self.state,
+            "attempts": self.attempts,
+            "started_at": iso(self.started_at),
+            "ended_at": iso(self.ended_at) if self.ended_at else None,
+        }
+
+
+def step_states(attempts: Iterable[AttemptOutput], events: Iterable[Any]) -> list[StepState]:
+    """Every step that was dispatched, in the order its first attempt was, with its state:
+    branches that ran at once show side by side, each with its own outcome."""
+    started: dict[str, datetime] = {}
+    for event in events:
+        if event.type == "effect_dispatched":
+            started.setdefault(str(event.payload.get("effect_id", "")), event.created_at)
+    found: dict[str, StepState] = {}
+    for attempt in attempts:  # in dispatch order: a step's last attempt comes last
+        found[attempt.effect_id] = StepState(
+            step=attempt.effect_id,
+            state=attempt.outcome,
+            attempts=attempt.attempt,
+            started_at=started.get(attempt.effect_id, attempt.at),
+            ended_at=None if attempt.outcome == "running" else attempt.at,
+        )
+    return sorted(found.values(), key=lambda state: state.started_at)
+
+
 def tail(text: str, lines: int = TAIL_LINES) -> list[str]:
     """The last `lines` non-empty lines of `text`."""
     return [line for line in text.splitlines() if line.strip()][-lines:]
