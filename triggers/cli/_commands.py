@@ -13,9 +13,9 @@ from triggers.cli._app import app, db_app, options
 from triggers.cli._backend import environment, open_database_for_upgrade, open_store
 from triggers.cli._common import clock, errors, output_of, quiet_logging
 from triggers.cli._output import JsonOpt, OutputOpt, emit, table
-from triggers.cli._times import parse_time
 from triggers.clock import iso
 from triggers.errors import InputError
+from triggers.times import parse_time
 
 if TYPE_CHECKING:
     from triggers.declarations import Declarations

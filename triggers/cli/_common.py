@@ -18,9 +18,10 @@ import typer
 
 from triggers.cli._app import options
 from triggers.cli._output import JsonOpt, Output, emit, table
-from triggers.cli._times import parse_time, show_time
-from triggers.clock import SystemClock, iso
+from triggers.clock import SystemClock
+from triggers.documents import fire_json, opt_iso
 from triggers.errors import ExitCode, TriggersError
+from triggers.times import parse_time, show_time
 
 if TYPE_CHECKING:
     from triggers.model import FireRecord
@@ -33,6 +34,8 @@ __all__ = [
     "current_settings",
     "emit",
     "errors",
+    "fire_json",
+    "opt_iso",
     "output_of",
     "parse_time",
     "quiet_logging",
@@ -80,10 +83,6 @@ def current_settings(**overrides: Any) -> Settings:
     from triggers.cli._backend import settings  # noqa: PLC0415 (it imports this module)
 
     return settings(**overrides)
-
-
-def opt_iso(value: datetime | None) -> str | None:
-    return None if value is None else iso(value)
 
 
 @contextmanager
@@ -150,28 +149,6 @@ def print_error(error: dict[str, Any], as_json: bool) -> None:
         sys.stderr.write(json.dumps({"error": error}, default=str) + "\n")
     else:
         sys.stderr.write(f"error: {error['message']}\n")
-
-
-def fire_json(record: FireRecord) -> dict[str, Any]:
-    """The `history --json` shape of a ledger row."""
-    return {
-        "trigger_id": record.trigger_id,
-        "occurrence": iso(record.occurrence_at),
-        "outcome": record.outcome.value,
-        "reason": record.reason.value if record.reason else None,
-        "run_id": record.run_id,
-        "claimed_at": opt_iso(record.claimed_at),
-        "launched_at": opt_iso(record.launched_at),
-        "settled_at": opt_iso(record.settled_at),
-        "error": record.error,
-        "last_occurrence": opt_iso(record.last_occurrence_at),
-        "count": record.count,
-        "revision": record.revision,
-        "host": record.host,
-        "manual_key": record.manual_key or None,
-        "idempotency_key": record.idempotency_key,
-        "blocked_by": record.blocked_by,
-    }
 
 
 def fire_table_row(record: FireRecord) -> list[Any]:

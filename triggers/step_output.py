@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from triggers.clock import iso
+from triggers.errors import InputError
 
 _OUTCOMES = {
     "effect_succeeded": "succeeded",
@@ -95,6 +96,27 @@ def attempt_outputs(events: Iterable[Any]) -> list[AttemptOutput]:
                 output=output if isinstance(output, Mapping) else {},
             )
     return list(found.values())
+
+
+def step_attempts(
+    attempts: Iterable[AttemptOutput], step: str, *, run_id: str
+) -> list[AttemptOutput]:
+    """The attempts of one step (by its effect id), as `runs logs RUN STEP` shows them.
+
+    Raises:
+        InputError: the run has no such step; the message names those it has.
+    """
+    every = list(attempts)
+    found = [attempt for attempt in every if attempt.effect_id == step]
+    if not found:
+        known = sorted({attempt.effect_id for attempt in every})
+        raise InputError(
+            f"run {run_id} has no step {step!r}"
+            + (f"; its steps: {', '.join(known)}" if known else " (no step has run)"),
+            run_id=run_id,
+            step=step,
+        )
+    return found
 
 
 def tail(text: str, lines: int = TAIL_LINES) -> list[str]:
