@@ -23,6 +23,11 @@ if TYPE_CHECKING:
     from triggers.store.protocol import Claim
 
 
+MAX_COUNT = 1_000_000_000
+"""The largest sequence number or count an operator may ask for (the databases' integers
+are bounded; a larger one is refused as bad input, never an overflow)."""
+
+
 def opt_iso(value: datetime | None) -> str | None:
     return None if value is None else iso(value)
 

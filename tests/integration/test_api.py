@@ -199,6 +199,14 @@ def test_bad_input_answers_the_cli_codes_and_messages(api: Api) -> None:
         ("POST", "/triggers/nightly/fire", {"kee": "x"}, 400, "TRG-116", None),
         ("POST", "/runs/ghost/signal", {"name": "go"}, 404, "LMS-403", None),
         ("POST", "/runs/ghost/signal", {}, 400, "TRG-116", None),
+        (
+            "GET",
+            "/history?outcomes=failed",
+            None,
+            400,
+            "TRG-116",
+            "unknown query parameter 'outcomes'; known: limit, outcome, since, until",
+        ),
         ("GET", "/nothing-here", None, 404, "TRG-116", None),
         ("DELETE", "/triggers", None, 405, "TRG-116", None),
     ]

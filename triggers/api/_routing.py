@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import Any, get_args, get_origin
 
 import structlog
 from fastapi import APIRouter, Request, Response
+from fastapi.dependencies.models import Dependant
 from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException
@@ -66,8 +67,12 @@ class ApiRoute(APIRoute):
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
+        known, repeatable = _query_names(self.dependant)
 
         async def guarded(request: Request) -> Response:
+            refused = _misused_query(request, known, repeatable)
+            if refused is not None:
+                return error_response(refused, 400)
             try:
                 return await handler(request)
             except HTTPException:
@@ -86,6 +91,37 @@ class ApiRoute(APIRoute):
                 return Json(internal_body(), status_code=500)
 
         return guarded
+
+
+def _query_names(dependant: Dependant) -> tuple[list[str], set[str]]:
+    """The query parameters a route takes, and those of them that may repeat (lists)."""
+    names, repeatable = set(), set()
+    for param in dependant.query_params:
+        names.add(param.alias)
+        annotation = param.field_info.annotation
+        if list in (get_origin(annotation), *(get_origin(arg) for arg in get_args(annotation))):
+            repeatable.add(param.alias)
+    for inner in dependant.dependencies:
+        more, also = _query_names(inner)
+        names.update(more)
+        repeatable |= also
+    return sorted(names), repeatable
+
+
+def _misused_query(request: Request, known: list[str], repeatable: set[str]) -> UsageError | None:
+    """An unknown query parameter, or one given twice that takes one value: refused, as the
+    CLI refuses an unknown option (a misspelt filter must not be ignored)."""
+    given = request.query_params
+    for name in given:
+        if name not in known:
+            return UsageError(
+                f"unknown query parameter {name!r}; "
+                + (f"known: {', '.join(known)}" if known else "this takes none"),
+                parameter=name,
+            )
+        if name not in repeatable and len(given.getlist(name)) > 1:
+            return UsageError(f"query parameter {name!r} takes one value", parameter=name)
+    return None
 
 
 _ERROR = {"model": ErrorDocument}

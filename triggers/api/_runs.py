@@ -24,8 +24,9 @@ from triggers.api._schemas import (
     RunRow,
     RunStatus,
     SignalBody,
+    one_of,
 )
-from triggers.documents import plain, run_json
+from triggers.documents import MAX_COUNT, plain, run_json
 from triggers.step_output import attempt_outputs, step_attempts
 
 RunId = Annotated[str, Path(description="A run's id, as `history` and `runs list` show it.")]
@@ -37,10 +38,8 @@ def list_runs(
     _caller: Reader,
     status: Annotated[
         str | None,
-        Query(
-            description="active, completed, failed, cancelled, or parked (waiting for you).",
-            json_schema_extra={"enum": ["active", "completed", "failed", "cancelled", "parked"]},
-        ),
+        Query(description="active, completed, failed, cancelled, or parked (waiting for you)."),
+        one_of(["active", "completed", "failed", "cancelled", "parked"]),
     ] = None,
     limit: Annotated[int, Query(ge=1, le=100_000, description="At most this many.")] = 50,
 ) -> Json:
@@ -61,8 +60,12 @@ def events(
     ctx: Services,
     _caller: Reader,
     run_id: RunId,
-    from_seq: Annotated[int, Query(alias="from", ge=1, description="First sequence number.")] = 1,
-    limit: Annotated[int | None, Query(ge=1, description="At most this many.")] = None,
+    from_seq: Annotated[
+        int, Query(alias="from", ge=1, le=MAX_COUNT, description="First sequence number.")
+    ] = 1,
+    limit: Annotated[
+        int | None, Query(ge=1, le=MAX_COUNT, description="At most this many.")
+    ] = None,
 ) -> Json:
     """A run's event log, oldest first (`triggers runs events RUN --json`)."""
     return Json(plain(ctx.runtime.get_events(run_id, from_seq=from_seq, limit=limit)))

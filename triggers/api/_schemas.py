@@ -8,12 +8,31 @@ option is on the command line.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Iterable
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+
+from triggers.model import Overlap
 
 Instant = str
 """RFC 3339 UTC with `Z`, e.g. `2026-01-01T02:30:00.000Z`."""
+
+TIME_FORMAT = "triggers-time"
+"""The format of a time argument: ISO-8601, `now`, `today`, `-2h`, `2h ago`, `in 90m`.
+(Its grammar is `triggers.times`; JSON Schema cannot say it, so it has a name.)"""
+TimeText = WithJsonSchema({"type": "string", "format": TIME_FORMAT})
+
+
+def one_of(values: Iterable[str]) -> WithJsonSchema:
+    """A text argument that names one of `values` (checked by the operation, whose
+    message lists them, as the CLI's does)."""
+    return WithJsonSchema({"type": "string", "enum": list(values)})
+
+
+def some_of(values: Iterable[str]) -> WithJsonSchema:
+    """A repeatable text argument, each one of `values`."""
+    return WithJsonSchema({"type": "array", "items": {"type": "string", "enum": list(values)}})
 
 
 class Body(BaseModel):
@@ -22,7 +41,12 @@ class Body(BaseModel):
 
 class FireBody(Body):
     key: str | None = Field(default=None, description="Idempotency key (default: the time).")
-    overlap: str | None = Field(default=None, description="Override the overlap policy.")
+    overlap: Annotated[
+        str | None,
+        WithJsonSchema(
+            {"anyOf": [{"type": "string", "enum": [o.value for o in Overlap]}, {"type": "null"}]}
+        ),
+    ] = Field(default=None, description="Override the overlap policy for this fire.")
     note: str | None = Field(default=None, description="Why: kept in the audit log.")
 
 

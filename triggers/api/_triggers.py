@@ -23,8 +23,10 @@ from triggers.api._schemas import (
     NextFire,
     NoteBody,
     Paused,
+    TimeText,
     TriggerDescription,
     TriggerRow,
+    some_of,
 )
 from triggers.arguments import audit_query, history_query, parse_overlap
 from triggers.documents import (
@@ -44,15 +46,15 @@ from triggers.times import parse_time
 TriggerId = Annotated[str, Path(description="A trigger's id, as `triggers list` shows it.")]
 Limit = Annotated[int, Query(ge=1, le=100_000, description="At most this many, newest first.")]
 Since = Annotated[
-    str | None, Query(description="At or after this time: ISO-8601, `now`, `-2h`, `2h ago`.")
+    str | None,
+    Query(description="At or after this time: ISO-8601, `now`, `-2h`, `2h ago`."),
+    TimeText,
 ]
-Until = Annotated[str | None, Query(description="At or before this time.")]
+Until = Annotated[str | None, Query(description="At or before this time."), TimeText]
 Outcomes = Annotated[
     list[str] | None,
-    Query(
-        description="Only these outcomes (repeatable).",
-        json_schema_extra={"items": {"type": "string", "enum": [o.value for o in Outcome]}},
-    ),
+    Query(description="Only these outcomes (repeatable)."),
+    some_of(o.value for o in Outcome),
 ]
 
 
@@ -86,7 +88,9 @@ def next_fires(
     _caller: Reader,
     trigger_id: TriggerId,
     count: Annotated[int, Query(ge=1, le=10_000, description="How many.")] = 5,
-    after: Annotated[str | None, Query(description="Start after this time (default: now).")] = None,
+    after: Annotated[
+        str | None, Query(description="Start after this time (default: now)."), TimeText
+    ] = None,
 ) -> Json:
     """The next occurrences, in UTC and in the trigger's zone (`triggers next ID --json`)."""
     now = ctx.clock.now()
@@ -217,10 +221,8 @@ def audit_log(
     run: Annotated[str | None, Query(description="Only actions on this run.")] = None,
     action: Annotated[
         list[str] | None,
-        Query(
-            description="Only these actions (repeatable).",
-            json_schema_extra={"items": {"type": "string", "enum": [a.value for a in ActionKind]}},
-        ),
+        Query(description="Only these actions (repeatable)."),
+        some_of(a.value for a in ActionKind),
     ] = None,
     since: Since = None,
     until: Until = None,

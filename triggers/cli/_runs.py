@@ -18,7 +18,7 @@ from triggers.cli._app import runs_app
 from triggers.cli._backend import actor, open_runtime
 from triggers.cli._common import clock, errors, output_of, shown
 from triggers.cli._output import JsonOpt, Output, OutputOpt, emit, listing, table
-from triggers.documents import plain, run_json
+from triggers.documents import MAX_COUNT, plain, run_json
 from triggers.errors import InputError
 from triggers.step_output import attempt_outputs, step_attempts, tail
 
@@ -163,8 +163,10 @@ def _ms(value: Any) -> str | None:
 @runs_app.command("events")
 def events(
     run_id: RunArg,
-    from_seq: Annotated[int, typer.Option("--from", min=1, help="First sequence number.")] = 1,
-    limit: Annotated[int | None, typer.Option(min=1)] = None,
+    from_seq: Annotated[
+        int, typer.Option("--from", min=1, max=MAX_COUNT, help="First sequence number.")
+    ] = 1,
+    limit: Annotated[int | None, typer.Option(min=1, max=MAX_COUNT)] = None,
     as_json: JsonOpt = False,
     output: OutputOpt = None,
 ) -> None:
