@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import getpass
 import json
+import signal
 import socket
+import subprocess
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 
 READ_TOKEN = "r" * 40
 WRITE_TOKEN = "w" * 40
+ROTATED = "n" * 40
 CONFIG = textwrap.dedent(
     """\
     version: 1
@@ -95,22 +98,10 @@ def test_fire_and_signal_over_http_on_the_real_daemon(cli: Cli, tmp_path: Path) 
 
         [row] = reader.get("/history").json()
         assert (row["outcome"], row["run_id"], row["manual_key"]) == ("completed", run_id, "r1")
+        assert [run["run_id"] for run in reader.get("/runs").json()] == [run_id]
         [deploy] = reader.get(f"/runs/{run_id}/logs", params={"step": "deploy"}).json()
         assert deploy["stdout"] == "deployed\n"
-        for path, command in [
-            ("/triggers", ["list"]),
-            ("/history", ["history"]),
-            ("/triggers/release/history", ["history", "release"]),
-            ("/triggers/release/next?count=3&after=2026-01-01T00:00:00Z", _next_cli()),
-            (f"/runs/{run_id}", ["runs", "show", run_id]),
-            (f"/runs/{run_id}/events", ["runs", "events", run_id]),
-            (f"/runs/{run_id}/logs", ["runs", "logs", run_id]),
-            ("/runs", ["runs", "list"]),
-            ("/audit-log", ["audit-log"]),
-        ]:
-            assert reader.get(path).json() == cli.json(*command), path
-        described = reader.get("/triggers/release").json()
-        assert _without_times(described) == _without_times(cli.json("describe", "release"))
+        _same_documents_as_the_cli(reader, cli, run_id)
 
         actions = cli.json("audit-log")
         by_api = [
@@ -128,13 +119,46 @@ def test_fire_and_signal_over_http_on_the_real_daemon(cli: Cli, tmp_path: Path) 
         assert missing.json() == json.loads(
             cli.run("describe", "ghost", "--json", check=False).stderr
         )
+
+        _rotate_the_read_token(daemon, cli, reader, base)
     finally:
         reader.close()
         writer.close()
         assert stop(daemon) == 0
     events = [e["event"] for e in log_events(log)]
     assert events.count("api_started") == 1 and "api_stopped" in events
-    assert READ_TOKEN not in log.read_text() and WRITE_TOKEN not in log.read_text()
+    assert events.count("api_tokens_reloaded") == 1
+    text = log.read_text()
+    assert all(token not in text for token in (READ_TOKEN, WRITE_TOKEN, ROTATED))
+
+
+def _same_documents_as_the_cli(reader: httpx.Client, cli: Cli, run_id: str) -> None:
+    for path, command in [
+        ("/triggers", ["list"]),
+        ("/history", ["history"]),
+        ("/triggers/release/history", ["history", "release"]),
+        ("/triggers/release/next?count=3&after=2026-01-01T00:00:00Z", _next_cli()),
+        (f"/runs/{run_id}", ["runs", "show", run_id]),
+        (f"/runs/{run_id}/events", ["runs", "events", run_id]),
+        (f"/runs/{run_id}/logs", ["runs", "logs", run_id]),
+        ("/runs", ["runs", "list"]),
+        ("/audit-log", ["audit-log"]),
+    ]:
+        assert reader.get(path).json() == cli.json(*command), path
+    described = reader.get("/triggers/release").json()
+    assert _without_times(described) == _without_times(cli.json("describe", "release"))
+
+
+def _rotate_the_read_token(
+    daemon: subprocess.Popen[str], cli: Cli, reader: httpx.Client, base: str
+) -> None:
+    # A token rotated: the new line in the file, SIGHUP, the old one gone.
+    Path(cli.env["TRIGGERS_API_TOKEN_FILE"]).write_text(f"{ROTATED}\n")
+    daemon.send_signal(signal.SIGHUP)
+    rotated = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {ROTATED}"})
+    wait_for(lambda: _answers(rotated), timeout=30, what="the rotated token")
+    rotated.close()
+    assert reader.get("/triggers").status_code == 401
 
 
 def _answers(client: httpx.Client) -> bool:
