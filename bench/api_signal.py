@@ -7,6 +7,7 @@ millisecond. The figures (milliseconds: min / median / p90 / max) are printed as
 JSON document. Quote the medians.
 
     .venv/bin/python bench/api_signal.py --rounds 50
+    .venv/bin/python bench/api_signal.py --database-url postgresql+psycopg://USER@HOST/EMPTY_DB
 """
 
 from __future__ import annotations
@@ -69,6 +70,9 @@ def _summary(values: list[float]) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument(
+        "--database-url", help="an empty PostgreSQL database (default: a new SQLite file)"
+    )
     options = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="api-bench-"))
     (work / "triggers.yaml").write_text(CONFIG)
@@ -76,7 +80,7 @@ def main() -> None:
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("TRIGGERS_")}
     env |= {
-        "TRIGGERS_DATABASE_URL": f"sqlite:///{work / 'triggers.sqlite'}",
+        "TRIGGERS_DATABASE_URL": options.database_url or f"sqlite:///{work / 'triggers.sqlite'}",
         "TRIGGERS_ENV_FILE": "",
         "TRIGGERS_API_ADDRESS": f"127.0.0.1:{port}",
         "TRIGGERS_API_TOKEN_FILE": str(work / "token"),
@@ -111,7 +115,7 @@ def main() -> None:
         json.dumps(
             {
                 "rounds": options.rounds,
-                "database": "sqlite",
+                "database": "postgresql" if options.database_url else "sqlite",
                 "signal_answered_ms": _summary(acks),
                 "signal_to_completed_ms": _summary(round_trips),
             },
