@@ -31,6 +31,7 @@ from triggers.actions import local_actor
 from triggers.clock import Clock, SystemClock
 from triggers.declarations import parse_declarations, read_declarations_text, text_digest
 from triggers.errors import ConfigError, DeclarationError, StoreError
+from triggers.inspection import process_gone
 from triggers.metrics import Metrics
 from triggers.notify import Notifier, status_line
 from triggers.runner.looms import LoomsRunner
@@ -126,9 +127,7 @@ class LocalHost:
         return self._process.started
 
     def gone(self, beat: Heartbeat) -> bool:
-        if beat.boot_id is None or beat.boot_id != self._process.boot:
-            return False
-        return ProcessId(boot=beat.boot_id, pid=beat.pid, started=beat.process_start).gone()
+        return process_gone(beat)
 
 
 def owner_id(host: str) -> str:

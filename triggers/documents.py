@@ -46,25 +46,8 @@ def plain(value: Any) -> Any:
 
 
 def fire_json(record: FireRecord) -> dict[str, Any]:
-    """A ledger row, as `history --json` lists them."""
-    return {
-        "trigger_id": record.trigger_id,
-        "occurrence": iso(record.occurrence_at),
-        "outcome": record.outcome.value,
-        "reason": record.reason.value if record.reason else None,
-        "run_id": record.run_id,
-        "claimed_at": opt_iso(record.claimed_at),
-        "launched_at": opt_iso(record.launched_at),
-        "settled_at": opt_iso(record.settled_at),
-        "error": record.error,
-        "last_occurrence": opt_iso(record.last_occurrence_at),
-        "count": record.count,
-        "revision": record.revision,
-        "host": record.host,
-        "manual_key": record.manual_key or None,
-        "idempotency_key": record.idempotency_key,
-        "blocked_by": record.blocked_by,
-    }
+    """A ledger row, as `history --json` lists them (`FireRecord.to_json`)."""
+    return record.to_json()
 
 
 def trigger_json(view: TriggerView) -> dict[str, Any]:

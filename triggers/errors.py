@@ -12,7 +12,8 @@ Class tree (codes never renumbered or reused)::
     │   ├── InvalidTimeError          TRG-113  exit 2   an unparseable or out-of-range time
     │   ├── BackfillTooLargeError     TRG-114  exit 2   a backfill range above the cap
     │   ├── UnknownRunError           TRG-115  exit 2   no run with that id
-    │   └── UsageError                TRG-116  exit 2   a command line that does not parse
+    │   ├── UsageError                TRG-116  exit 2   a command line that does not parse
+    │   └── OutputFileError           TRG-117  exit 2   a picture file that cannot be written
     ├── ScheduleError                 TRG-200  exit 2   a cron expression or time zone is invalid
     ├── StoreError                    TRG-300  exit 1
     │   ├── StoreUnavailableError     TRG-301  exit 75  the database cannot be reached
@@ -128,6 +129,12 @@ class UsageError(InputError):
     """The command line does not parse: an unknown option, a missing argument."""
 
     code = "TRG-116"
+
+
+class OutputFileError(InputError):
+    """A picture file (`timeline --output FILE`) of an unknown kind or that cannot be written."""
+
+    code = "TRG-117"
 
 
 class ScheduleError(TriggersError):

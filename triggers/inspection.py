@@ -1,23 +1,26 @@
-"""What `describe` and `status` show: one trigger whole, and the health of the service.
+"""What `describe`, `status` and `timeline` show: one trigger whole, the health of the
+service, and the fires of a window of time.
 
 Read-only: nothing here writes. Each function gathers from the trigger store, the
 audit log and (for `status`) the runtime's parked runs, and returns plain values
-the CLI renders as a table or JSON.
+the CLI renders as a table, JSON or a picture.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any, Literal
 
+from looms_runtime.host import ProcessId
 from triggers import services
 from triggers.diffs import FieldChange, declaration_view, field_changes
 from triggers.errors import TriggersError
 from triggers.model import FireRecord, Trigger, TriggerSpec
 from triggers.store.audit_log import ActionKind, AuditEntry, AuditLog, AuditQuery
-from triggers.store.protocol import Heartbeat, HistoryQuery, TriggerStore
+from triggers.store.protocol import Heartbeat, HistoryQuery, TriggerStore, silence_limit
+from triggers.timeline import Downtime, Timeline
 
 TriggerState = Literal["enabled", "paused", "disabled", "retired", "blocked"]
 
@@ -169,6 +172,14 @@ def _upcoming(trigger: Trigger, *, now: datetime, count: int) -> list[tuple[date
 DaemonState = Literal["alive", "stale", "stopped"]
 
 
+def process_gone(beat: Heartbeat) -> bool:
+    """True only when this host can prove the daemon's process no longer runs (same
+    boot, its pid dead or reused); a beat from another host is never gone."""
+    if beat.boot_id is None:
+        return False
+    return ProcessId(boot=beat.boot_id, pid=beat.pid, started=beat.process_start).gone()
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DaemonView:
     """A daemon's heartbeat and what it says of the daemon now."""
@@ -184,15 +195,16 @@ def daemon_views(
     beats: Sequence[Heartbeat], *, now: datetime, poll_interval: timedelta
 ) -> list[DaemonView]:
     """Each heartbeat judged: a daemon ticks at least every poll interval, so one
-    silent for three of them (and 5 s of slack) is stale."""
-    fresh = poll_interval * 3 + timedelta(seconds=5)
+    silent for three of them (and 5 s of slack) is stale; so is one on this host whose
+    process is provably gone (killed a moment ago), however fresh its last tick."""
+    fresh = silence_limit(poll_interval)
     views = []
     for beat in beats:
         age = now - beat.last_tick_at
         state: DaemonState
         if beat.stopped_at is not None:
             state = "stopped"
-        elif age < fresh:
+        elif age < fresh and not process_gone(beat):
             state = "alive"
         else:
             state = "stale"
@@ -254,3 +266,94 @@ def status_report(
         parked_runs=list(parked_runs),
         blocked=sorted(t.id for t in triggers if t.blocked_by and not t.retired),
     )
+
+
+UPCOMING_LIMIT = 2000
+"""Fires to come drawn per trigger, at most (an every-second trigger has 3600 an hour)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TimelineReport:
+    """`triggers timeline`: the picture's data, and what did not fit in it."""
+
+    timeline: Timeline
+    cut: list[str]
+    """Triggers with more ledger rows in the window than the limit: only their newest
+    rows are drawn."""
+
+
+def timeline_report(
+    store: TriggerStore,
+    *,
+    trigger_ids: Sequence[str],
+    since: datetime,
+    until: datetime,
+    now: datetime,
+    poll_interval: timedelta,
+    limit: int,
+    display_zone: tzinfo = UTC,
+) -> TimelineReport:
+    """Gather what `triggers timeline` draws: each trigger's ledger rows in the window
+    (its newest `limit`), the downtime recorded in it and the one going on now (no
+    daemon alive), the fires still to come up to `until`, and each trigger's zone
+    (for its DST changes). No ids: every trigger, retired ones only when the window
+    holds rows of theirs.
+
+    Raises:
+        UnknownTriggerError: an id that is not stored.
+    """
+    if trigger_ids:
+        chosen = [services.require_trigger(store, t) for t in dict.fromkeys(trigger_ids)]
+    else:
+        chosen = sorted(
+            (row for row in store.list_triggers() if isinstance(row, Trigger)), key=lambda t: t.id
+        )
+    rows: list[dict[str, Any]] = []
+    cut, shown = [], []
+    for trigger in chosen:
+        found = store.history(
+            HistoryQuery(trigger_id=trigger.id, since=since, until=until, limit=limit + 1)
+        )
+        if trigger.retired and not found and not trigger_ids:
+            continue
+        shown.append(trigger)
+        if len(found) > limit:
+            cut.append(trigger.id)
+        rows.extend(record.to_json() for record in found[:limit])
+    upcoming_after = max(now, since)
+    timeline = Timeline(
+        since=since,
+        until=until,
+        now=now,
+        rows=rows,
+        downtime=_downtime(store, since=since, until=until, now=now, poll_interval=poll_interval),
+        upcoming={
+            t.id: services.upcoming_fires(t, now=upcoming_after, until=until, limit=UPCOMING_LIMIT)
+            for t in shown
+        },
+        trigger_ids=[t.id for t in shown],
+        trigger_zones={t.id: t.spec.timezone for t in shown},
+        display_zone=display_zone,
+    )
+    return TimelineReport(timeline=timeline, cut=cut)
+
+
+def _downtime(
+    store: TriggerStore,
+    *,
+    since: datetime,
+    until: datetime,
+    now: datetime,
+    poll_interval: timedelta,
+) -> list[Downtime]:
+    """Recorded downtime, and the silence going on now when no daemon is alive."""
+    found = [
+        Downtime(started_at=down.started_at, ended_at=down.ended_at)
+        for down in store.downtime(since=since, until=until)
+    ]
+    beats = store.heartbeats()
+    if beats:
+        last = max(beat.last_tick_at for beat in beats)
+        if now - last > silence_limit(poll_interval) and last <= until:
+            found.append(Downtime(started_at=last, ended_at=now, ongoing=True))
+    return found

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal, TypeAlias
 
-from triggers.clock import from_ms, iso_key, to_ms
+from triggers.clock import from_ms, iso, iso_key, to_ms
 from triggers.durations import format_duration
 
 JsonValue: TypeAlias = Any
@@ -278,6 +278,31 @@ class FireRecord:
     idempotency_key: str | None = None
     blocked_by: str | None = None
     """With reason `blocked`: the run that blocked this occurrence."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The row as `history --json` prints it (and `triggers.timeline` draws it)."""
+
+        def instant(value: datetime | None) -> str | None:
+            return None if value is None else iso(value)
+
+        return {
+            "trigger_id": self.trigger_id,
+            "occurrence": iso(self.occurrence_at),
+            "outcome": self.outcome.value,
+            "reason": self.reason.value if self.reason else None,
+            "run_id": self.run_id,
+            "claimed_at": instant(self.claimed_at),
+            "launched_at": instant(self.launched_at),
+            "settled_at": instant(self.settled_at),
+            "error": self.error,
+            "last_occurrence": instant(self.last_occurrence_at),
+            "count": self.count,
+            "revision": self.revision,
+            "host": self.host,
+            "manual_key": self.manual_key or None,
+            "idempotency_key": self.idempotency_key,
+            "blocked_by": self.blocked_by,
+        }
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -109,16 +109,34 @@ def list_triggers(store: TriggerStore, *, now: datetime) -> list[TriggerView]:
 def next_fire(trigger: Trigger, *, now: datetime) -> datetime | None:
     """The next occurrence a claimable trigger will fire (None when paused, done after
     `end` or `max_runs`, or when its stored schedule no longer compiles)."""
+    found = upcoming_fires(trigger, now=now, until=None, limit=1)
+    return found[0] if found else None
+
+
+def upcoming_fires(
+    trigger: Trigger, *, now: datetime, until: datetime | None, limit: int
+) -> list[datetime]:
+    """The occurrences a claimable trigger will fire after `now` (and its watermark), up
+    to `until`, at most `limit` and at most the launches `max_runs` leaves; none when it
+    is paused, disabled or retired, or its stored schedule no longer compiles."""
     spec = trigger.spec
     if not trigger.claimable:
-        return None
-    if spec.max_runs is not None and trigger.runs_launched >= spec.max_runs:
-        return None
+        return []
+    if spec.max_runs is not None:
+        limit = min(limit, max(spec.max_runs - trigger.runs_launched, 0))
     try:
         schedule = _compile(spec)
     except ScheduleError:
-        return None
-    return schedule.next_after(max(now, trigger.watermark_at))
+        return []
+    found: list[datetime] = []
+    cursor = max(now, trigger.watermark_at)
+    while len(found) < limit:
+        upcoming = schedule.next_after(cursor)
+        if upcoming is None or (until is not None and upcoming > until):
+            break
+        found.append(upcoming)
+        cursor = upcoming
+    return found
 
 
 def _compile(spec: TriggerSpec) -> CompiledSchedule:

@@ -11,8 +11,11 @@ system zone). Tables show times in UTC (`Z`) by default and in local time with
 
 from __future__ import annotations
 
+import os
 import re
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
+from pathlib import Path
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from triggers.clock import iso
 from triggers.durations import parse_duration
@@ -81,3 +84,17 @@ def show_time(value: datetime | None, *, local: bool = False) -> str | None:
     if local:
         return value.astimezone().isoformat(timespec="milliseconds")
     return iso(value)
+
+
+def local_zone(*, now: datetime) -> tzinfo:
+    """This machine's zone, with its DST rules where they can be read: `TZ` naming an
+    IANA zone, else /etc/localtime; else (a POSIX `TZ` string) the fixed offset the C
+    library gives `now`."""
+    name = os.environ.get("TZ", "").removeprefix(":")
+    try:
+        if name:
+            return ZoneInfo(name)
+        with Path("/etc/localtime").open("rb") as file:
+            return ZoneInfo.from_file(file, key="localtime")
+    except (ZoneInfoNotFoundError, OSError, ValueError):
+        return now.astimezone().tzinfo or UTC

@@ -28,6 +28,7 @@ HEAVY = {
     "apscheduler",
     "croniter",
     "fastapi",
+    "matplotlib",
     "looms_runtime.runtime",
     "prometheus_client",
     "pydantic",
@@ -62,7 +63,7 @@ def heavy(modules: set[str]) -> set[str]:
 
 
 def test_help_and_version_load_neither_the_database_nor_the_runtime(cli: Cli) -> None:
-    for args in (["--help"], ["--version"], ["list", "--help"]):
+    for args in (["--help"], ["--version"], ["list", "--help"], ["timeline", "--help"]):
         modules = loaded(cli, *args)
         assert heavy(modules) == set(), args
         assert "sqlalchemy" not in modules, args
@@ -84,3 +85,10 @@ def test_the_daemon_loads_the_web_framework_only_to_serve_the_api() -> None:
     modules = set(json.loads(done.stdout))
     assert "triggers.daemon" in modules
     assert not {"fastapi", "starlette", "uvicorn", "triggers.api"} & modules
+
+
+def test_only_a_picture_file_loads_the_plotting_library(cli: Cli, tmp_path: Path) -> None:
+    cli.run("db", "upgrade")
+    for args in (["timeline"], ["timeline", "--json"]):
+        assert "matplotlib" not in loaded(cli, *args), args
+    assert "matplotlib" in loaded(cli, "timeline", "-o", str(tmp_path / "t.svg"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
@@ -13,7 +14,7 @@ from triggers.model import FireRecord, Outcome, TriggerSpec
 from triggers.runner.fake import FakeRunner
 from triggers.runner.protocol import LaunchRequest, RunHandle
 from triggers.scheduler.engine import Scheduler, SchedulerOptions
-from triggers.store.protocol import HistoryQuery
+from triggers.store.protocol import Heartbeat, HistoryQuery
 from triggers.store.sql import SqlTriggerStore
 
 Script = Callable[[LaunchRequest], tuple[timedelta | None, str]]
@@ -86,6 +87,7 @@ class Harness:
         **options: object,
     ) -> None:
         self.db = db
+        self.owner = owner
         self.start = start
         self.clock = FakeClock(start)
         self.store = store or SqlTriggerStore(db)
@@ -182,7 +184,21 @@ class Harness:
         }
 
     def close(self) -> None:
+        """Stop as a daemon stops cleanly: launches finished, a stopped heartbeat (other
+        schedulers on the store then no longer leave this one its share)."""
         self.scheduler.launcher.close(grace=5)
+        now = self.clock.now()
+        self.store.heartbeat(
+            Heartbeat(
+                owner=self.owner,
+                host="test-host",
+                pid=os.getpid(),
+                version="0",
+                started_at=self.start,
+                last_tick_at=now,
+                stopped_at=now,
+            )
+        )
 
 
 def describe(record: FireRecord) -> str:

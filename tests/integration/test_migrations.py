@@ -98,6 +98,29 @@ def test_the_declarations_in_force_become_their_first_kept_revision(empty_db: Da
     assert [tuple(row) for row in rows] == [("a", 3, "d3", 42)]
 
 
+def test_downtime_arrives_empty_beside_the_heartbeats_and_leaves_them_be(
+    empty_db: Database,
+) -> None:
+    upgrade(empty_db, "0006")
+    with empty_db.write() as conn:
+        conn.execute(
+            sa.text(
+                "INSERT INTO heartbeats (owner, host, pid, version, started_at, last_tick_at) "
+                "VALUES ('d', 'h', 1, '1', 0, 42)"
+            )
+        )
+    upgrade(empty_db, "0007")
+    with empty_db.write() as conn:
+        conn.execute(
+            sa.text("INSERT INTO downtime (started_at, ended_at, ended_by) VALUES (42, 99, 'd2')")
+        )
+        assert conn.execute(sa.text("SELECT id, ended_by FROM downtime")).all() == [(1, "d2")]
+    downgrade(empty_db, "0006")
+    assert "downtime" not in _tables(empty_db)
+    with empty_db.engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT last_tick_at FROM heartbeats")).scalar() == 42
+
+
 def test_a_command_that_reads_never_creates_or_migrates_a_database(
     empty_db: Database, tmp_path: Path
 ) -> None:

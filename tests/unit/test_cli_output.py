@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass, field
+import subprocess
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 import structlog
 
+from looms_runtime.host import ProcessId
 from triggers.inspection import StatusReport, daemon_views
 from triggers.log import configure_logging
 from triggers.step_output import attempt_outputs, tail
@@ -86,6 +88,28 @@ def test_daemons_are_alive_stale_or_stopped() -> None:
         ("fresh", "alive"),
         ("silent", "stale"),
         ("clean", "stopped"),
+    ]
+
+
+def test_a_daemon_killed_a_moment_ago_on_this_host_is_stale_not_alive() -> None:
+    here = ProcessId.current()
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    fresh = timedelta(seconds=1)
+    killed = replace(
+        beat("killed", age=fresh), pid=dead.pid, boot_id=here.boot, process_start=here.started
+    )
+    running = replace(
+        beat("running", age=fresh), pid=here.pid, boot_id=here.boot, process_start=here.started
+    )
+    elsewhere = replace(beat("elsewhere", age=fresh), pid=dead.pid, boot_id="another-boot")
+
+    views = daemon_views([killed, running, elsewhere], now=T0, poll_interval=timedelta(seconds=5))
+
+    assert [(v.beat.owner, v.state) for v in views] == [
+        ("killed", "stale"),
+        ("running", "alive"),
+        ("elsewhere", "alive"),  # another host's process cannot be judged from here
     ]
 
 

@@ -15,6 +15,7 @@ from triggers.cli import (  # noqa: F401 (importing registers the commands)
     _fires,
     _runs,
     _status,
+    _timeline,
     _triggers,
 )
 from triggers.cli._app import app, main

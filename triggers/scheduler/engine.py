@@ -27,6 +27,7 @@ from triggers.model import Overlap, Trigger
 from triggers.runner.protocol import Runner
 from triggers.scheduler.deadlines import DeadlineRunner
 from triggers.scheduler.dispatch import Dispatcher, TickReport
+from triggers.scheduler.division import Division
 from triggers.scheduler.health import LoopProgress
 from triggers.scheduler.launcher import Launcher, launcher_within
 from triggers.scheduler.liveness import Host, UnknownHost
@@ -35,7 +36,7 @@ from triggers.scheduler.options import SchedulerOptions
 from triggers.scheduler.pending import PendingPass
 from triggers.scheduler.quiet import quiet_ranges
 from triggers.scheduler.timetable import Entry, Timetable
-from triggers.store.protocol import Heartbeat, TriggerStore
+from triggers.store.protocol import Heartbeat, TriggerStore, silence_limit
 
 __all__ = ["Scheduler", "SchedulerOptions"]
 
@@ -48,6 +49,7 @@ _FULL_LISTING_EVERY = timedelta(minutes=10)
 _SYNC_BATCH = 2_000
 _CLOCK_MARGIN = timedelta(seconds=15)
 _RETRY_AFTER = timedelta(seconds=1)
+_HANDOFF = timedelta(seconds=2)
 _BUFFERING = frozenset({Overlap.BUFFER, Overlap.BUFFER_ALL, Overlap.SUPERSEDE})
 
 
@@ -105,6 +107,9 @@ class Scheduler:
         )
         runner.subscribe(self.monitor.report)
         self._timetable = Timetable()
+        self._division = Division(
+            me=options.owner, owner_lease=options.owner_lease, host=self._host
+        )
         self._dispatcher = Dispatcher(
             store=store,
             clock=clock,
@@ -193,6 +198,13 @@ class Scheduler:
             # Due occurrences first: housekeeping (heartbeat, listing, pending) waits
             # a few milliseconds rather than delaying a launch by as much.
             due = self._timetable.pop_due(now)
+            if due and not self._division.alone:
+                due = self._division.claim_now(
+                    due,
+                    timetable=self._timetable,
+                    later=now + _HANDOFF,
+                    watermarks=self._store.watermarks,
+                )
             if due:
                 self._dispatcher.process(due, report)
             now = self._clock.now()
@@ -278,7 +290,11 @@ class Scheduler:
             return
         self._last_heartbeat_at = now
         try:
-            self._store.heartbeat(self._heartbeat(now, stopped=stopped))
+            # A beat that ends a silence of every daemon records it as downtime.
+            self._store.heartbeat(
+                self._heartbeat(now, stopped=stopped),
+                down_after=silence_limit(self._options.poll_interval),
+            )
         except TriggersError as exc:
             # Observability, not dispatch: a failed heartbeat never stops a tick.
             self.metrics.store_error("heartbeat")
@@ -315,6 +331,7 @@ class Scheduler:
         report.polled = True
         self._next_poll_at = now + self._options.poll_interval
         self._prune(now)
+        self._divide(now)
         full = (
             self._fully_listed_at is None
             or self._listed_at is None
@@ -359,6 +376,17 @@ class Scheduler:
         self.pending.take(now)
         self._record_quiet(report)
 
+    def _divide(self, now: datetime) -> None:
+        try:
+            beats = self._store.heartbeats()
+        except TriggersError as exc:
+            # The division only orders who claims first: the last one known stands.
+            self.metrics.store_error("heartbeats")
+            log.warning("heartbeats_unreadable", error=str(exc), error_code=exc.code)
+            return
+        if self._division.update(beats, now=now):
+            log.info("daemons_sharing", daemons=len(self._division.members))
+
     def _prune(self, now: datetime) -> None:
         if self._last_prune_at is not None and now - self._last_prune_at < _PRUNE_EVERY:
             return
@@ -367,6 +395,8 @@ class Scheduler:
             pruned = self._store.prune(older_than=now - self._options.fire_retention)
             # Daemons silent for this long are gone: `status` stops listing them.
             self._store.prune_heartbeats(older_than=now - self._options.heartbeat_retention)
+            # Downtime is kept as long as the ledger it explains.
+            self._store.prune_downtime(older_than=now - self._options.fire_retention)
         except TriggersError as exc:
             self.metrics.store_error("prune")
             log.warning("prune_failed", error=str(exc), error_code=exc.code)

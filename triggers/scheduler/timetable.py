@@ -29,6 +29,9 @@ class Entry:
     watermark_at: datetime
     due_at: datetime | None = None
     generation: int = 0
+    handed_off: bool = False
+    """Due again after another daemon, its owner, was left to claim it first: when it
+    comes due like this the owner did not, and this daemon claims it."""
 
 
 class Timetable:
@@ -70,10 +73,13 @@ class Timetable:
         entry = self.entries.get(trigger.id)
         return entry is not None and entry.trigger.revision == trigger.revision
 
-    def reschedule(self, entry: Entry, *, at: datetime | None = None) -> None:
+    def reschedule(
+        self, entry: Entry, *, at: datetime | None = None, handed_off: bool = False
+    ) -> None:
         """Due at `at`, or at its next occurrence after the watermark (plus jitter)."""
         self._taken.pop(entry.trigger.id, None)
         entry.generation += 1
+        entry.handed_off = handed_off
         entry.due_at = at if at is not None else _due_at(entry)
         if entry.due_at is not None:
             self._sequence += 1

@@ -7,7 +7,7 @@ thousand every-second triggers cannot afford a transaction per occurrence.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Literal, Protocol
@@ -203,6 +203,23 @@ class Heartbeat:
     process_start: int | None = None
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecordedDowntime:
+    """A stretch of time in which no daemon ticked on the database."""
+
+    started_at: datetime
+    """The last tick of any daemon before it."""
+    ended_at: datetime
+    """The first heartbeat after it, of the daemon that recorded it (`ended_by`)."""
+    ended_by: str
+
+
+def silence_limit(poll_interval: timedelta) -> timedelta:
+    """How long a daemon may go without a heartbeat and still count as alive: it ticks
+    at least every poll interval, so three of them, and 5 s of slack."""
+    return poll_interval * 3 + timedelta(seconds=5)
+
+
 TriggerRow = Trigger | StoreError
 """A listed trigger, or the error that decoding its row raised (isolated per row)."""
 
@@ -374,8 +391,28 @@ class TriggerStore(Protocol):
         """For `completed` and `failed`: each trigger's latest `settled_at` of that outcome."""
         ...
 
-    def heartbeat(self, beat: Heartbeat) -> None:
-        """Record a daemon's liveness."""
+    def heartbeat(self, beat: Heartbeat, *, down_after: timedelta | None = None) -> None:
+        """Record a daemon's liveness.
+
+        With `down_after`, a beat that finds every daemon (this one included) silent
+        for longer than that since the latest `last_tick_at` of any records the
+        silence as downtime, from that last tick to this beat's `last_tick_at`, in
+        the same transaction: a daemon starting after an outage, or resuming after
+        its host slept, records the outage once. Without any earlier heartbeat
+        nothing is recorded (there is nothing to measure from)."""
+        ...
+
+    def downtime(self, *, since: datetime, until: datetime) -> list[RecordedDowntime]:
+        """Recorded downtime that overlaps `since`..`until`, oldest first."""
+        ...
+
+    def prune_downtime(self, *, older_than: datetime) -> int:
+        """Delete recorded downtime that ended before `older_than`."""
+        ...
+
+    def watermarks(self, trigger_ids: Collection[str]) -> dict[str, datetime]:
+        """The stored watermark of each of `trigger_ids` that exists (no decoding: a
+        daemon checks cheaply whether another one decided an occurrence)."""
         ...
 
     def heartbeats(self) -> list[Heartbeat]:

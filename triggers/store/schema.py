@@ -137,6 +137,19 @@ heartbeats = sa.Table(
     sa.Column("process_start", sa.BigInteger, nullable=True),
 )
 
+# Stretches of time no daemon ticked on this database, each recorded by the daemon
+# whose first tick after it ended it (heartbeats alone are pruned a day after a
+# daemon's last one, and say nothing of time before the oldest kept).
+downtime = sa.Table(
+    "downtime",
+    metadata,
+    sa.Column("id", BigId, primary_key=True, autoincrement=True),
+    sa.Column("started_at", UtcDateTime, nullable=False),
+    sa.Column("ended_at", UtcDateTime, nullable=False),
+    sa.Column("ended_by", sa.String(255), nullable=False),
+    sa.Index("ix_downtime_ended_at", "ended_at"),
+)
+
 meta = sa.Table(
     "meta",
     metadata,

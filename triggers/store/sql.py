@@ -9,8 +9,7 @@ claim of an occurrence impossible. Row locks (`FOR UPDATE` on PostgreSQL,
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any
@@ -28,6 +27,7 @@ from triggers.errors import (
 from triggers.model import FireRecord, Outcome, Trigger, TriggerSpec
 from triggers.store import _codec
 from triggers.store._claims import ClaimBatch
+from triggers.store._downtime import prune_downtime, read_downtime, write_heartbeat
 from triggers.store._driver_errors import translated
 from triggers.store._pending import pending_triggers, promote_buffered, take_expired
 from triggers.store._ranges import record_range
@@ -52,6 +52,7 @@ from triggers.store.protocol import (
     LaunchWithin,
     RangeRecord,
     RangeSplit,
+    RecordedDowntime,
     RunChange,
     Settlement,
 )
@@ -59,6 +60,7 @@ from triggers.store.schema import fires, heartbeats, meta, triggers
 
 _APPLIED_DIGEST = "applied_declarations_digest"
 _APPLY_LOCK = 0x7472_6967_6170  # the advisory lock of `apply` on PostgreSQL
+_IN_CHUNK = 500  # ids per IN list: well under SQLite's bound on variables
 
 
 def _set_meta(conn: Connection, key: str, value: str, now: datetime) -> None:
@@ -449,14 +451,29 @@ class SqlTriggerStore:
         with self._read() as conn:
             return last_settled(conn)
 
-    def heartbeat(self, beat: Heartbeat) -> None:
-        values = dataclasses.asdict(beat)
+    def heartbeat(self, beat: Heartbeat, *, down_after: timedelta | None = None) -> None:
         with self._write() as conn:
-            updated = conn.execute(
-                heartbeats.update().where(heartbeats.c.owner == beat.owner).values(**values)
-            ).rowcount
-            if not updated:
-                conn.execute(heartbeats.insert().values(**values))
+            write_heartbeat(conn, beat, down_after=down_after)
+
+    def downtime(self, *, since: datetime, until: datetime) -> list[RecordedDowntime]:
+        with self._read() as conn:
+            return read_downtime(conn, since=since, until=until)
+
+    def prune_downtime(self, *, older_than: datetime) -> int:
+        with self._write() as conn:
+            return prune_downtime(conn, older_than=older_than)
+
+    def watermarks(self, trigger_ids: Collection[str]) -> dict[str, datetime]:
+        found: dict[str, datetime] = {}
+        ids = list(trigger_ids)
+        with self._read() as conn:
+            for start in range(0, len(ids), _IN_CHUNK):
+                chunk = ids[start : start + _IN_CHUNK]
+                statement = sa.select(triggers.c.id, triggers.c.watermark_at).where(
+                    triggers.c.id.in_(chunk)
+                )
+                found.update({row.id: row.watermark_at for row in conn.execute(statement)})
+        return found
 
     def heartbeats(self) -> list[Heartbeat]:
         with self._read() as conn:

@@ -1,0 +1,72 @@
+"""How each thing looks: one colour per outcome (Okabe-Ito, readable by the colour
+blind), the terminal's glyphs, the hatch of each reason, and the legend's words."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Look:
+    """The colour (SVG/PNG), glyph and ANSI colour (terminal) of one kind of thing."""
+
+    colour: str
+    glyph: str
+    ansi: str
+    words: str
+
+
+LOOKS: dict[str, Look] = {
+    "completed": Look("#009E73", "█", "32", "run completed"),
+    "failed": Look("#D55E00", "✗", "31;1", "run failed"),
+    "cancelled": Look("#7F7F7F", "⊘", "90", "run cancelled"),
+    "superseded": Look("#CC79A7", "≫", "35", "superseded"),
+    "launched": Look("#0072B2", "▓", "34;1", "running"),
+    "launching": Look("#56B4E9", "◌", "36", "launching"),
+    "buffered": Look("#56B4E9", "◌", "36", "buffered"),
+    "skipped": Look("#E69F00", "░", "33", "skipped"),
+    "missed": Look("#8E44AD", "▒", "35", "missed"),
+}
+"""By ledger outcome."""
+
+MANUAL = Look("#1A1A1A", "◆", "1", "manual fire")
+UPCOMING = Look("#7FA7CF", "·", "36", "upcoming")
+DOWNTIME = Look("#5A5A5A", "━", "90", "daemon down")
+DST = Look("#4D4D4D", "┆", "90", "DST change")
+NOW = Look("#C0392B", "▼", "31", "now")
+FUTURE_SHADE = "#EEF3FA"
+LANE_SHADE = "#F7F7F7"
+
+HATCHES = {
+    "overlap": "",
+    "paused": "//",
+    "disabled": "xx",
+    "catchup_policy": "\\\\",
+    "catchup_window": "..",
+    "buffer_full": "++",
+    "max_runs": "--",
+    "blocked": "oo",
+}
+"""By reason, on the shade of a skipped or missed range: the reason without a label."""
+
+PRIORITY = (
+    "failed",
+    "cancelled",
+    "superseded",
+    "manual",
+    "launched",
+    "completed",
+    "launching",
+    "buffered",
+    "missed",
+    "skipped",
+    "upcoming",
+    "dst",
+)
+"""In a terminal cell that holds several things, the first of these wins."""
+
+
+def look(kind: str) -> Look:
+    """The look of an outcome or of `manual`, `upcoming`, `dst`."""
+    special = {"manual": MANUAL, "upcoming": UPCOMING, "dst": DST}
+    return special.get(kind) or LOOKS[kind]
