@@ -25,7 +25,10 @@ from looms_runtime import Runtime
 from looms_runtime import schema as looms_schema
 from looms_runtime.db import Database
 from tests.factories import MakeRuntime
+from triggers.store.memory import MemoryTriggerStore
+from triggers.store.protocol import TriggerStore
 from triggers.store.schema import metadata as store_metadata
+from triggers.store.sql import SqlTriggerStore
 
 PG_URL = os.environ.get("TRIGGERS_TEST_PG_URL")
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
@@ -145,13 +148,28 @@ def reused_database(request: pytest.FixtureRequest) -> Iterator[Database]:
     """An empty, migrated trigger store of each engine, for tests that only touch its
     tables: on PostgreSQL one database per module (and worker) is emptied before each
     test, since creating a database costs more than most such tests."""
-    if request.param == "sqlite":
+    yield from _emptied_database(request, request.param)
+
+
+@pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def any_store(request: pytest.FixtureRequest) -> Iterator[TriggerStore]:
+    """Every trigger store: the memory store, and the SQL store on each engine (as
+    `reused_database`), for the contract suites."""
+    if request.param == "memory":
+        yield MemoryTriggerStore()
+        return
+    for db in _emptied_database(request, request.param):
+        yield SqlTriggerStore(db)
+
+
+def _emptied_database(request: pytest.FixtureRequest, engine: str) -> Iterator[Database]:
+    if engine == "sqlite":
         url = str(request.getfixturevalue("sqlite_url"))
     else:
         url = str(request.getfixturevalue("shared_postgres_url"))
     # NORMAL: these tests are about decisions, not about surviving a power cut.
     db = Database(url, sqlite_synchronous="NORMAL")
-    if request.param == "postgres":
+    if engine == "postgres":
         names = ", ".join(table.name for table in store_metadata.sorted_tables)
         with db.write() as conn:
             conn.execute(sa.text(f"TRUNCATE {names} RESTART IDENTITY"))

@@ -7,7 +7,7 @@ UTC with `Z`, durations in keys ending `_s`. docs/cli.md lists every key.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, is_dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -18,6 +18,7 @@ from triggers.step_output import attempt_outputs
 if TYPE_CHECKING:
     from triggers.inspection import TriggerDescription
     from triggers.model import FireRecord, Trigger
+    from triggers.scheduler.forecast import Forecast, UpcomingFire
     from triggers.services import TriggerView
     from triggers.store.audit_log import AuditEntry
     from triggers.store.protocol import Claim
@@ -70,6 +71,10 @@ def trigger_json(view: TriggerView) -> dict[str, Any]:
         "revision": trigger.revision,
         "flow": spec.flow,
         "next_fire": opt_iso(view.next_fire_at),
+        "no_next_fire_reason": view.no_next_fire,
+        "next_fire_dst": view.next_fire.shift.kind
+        if view.next_fire and view.next_fire.shift
+        else None,
         "last_outcome": view.last.outcome.value if view.last else None,
         "last_occurrence": opt_iso(view.last.occurrence_at) if view.last else None,
         "active_run_id": view.active_run_id,
@@ -77,9 +82,27 @@ def trigger_json(view: TriggerView) -> dict[str, Any]:
     }
 
 
-def next_json(found: Iterable[tuple[datetime, datetime]]) -> list[dict[str, str]]:
-    """Upcoming occurrences (UTC, local), as `next --json` lists them."""
-    return [{"occurrence": iso(utc), "local": local.isoformat()} for utc, local in found]
+def upcoming_json(fire: UpcomingFire, *, stops_after: str | None = None) -> dict[str, Any]:
+    """An upcoming fire, as `next --json` lists them (also `describe`'s `next_fires`)."""
+    from triggers.scheduler.occurrences import describe_shift  # noqa: PLC0415
+
+    return {
+        "occurrence": iso(fire.occurrence_at),
+        "local": fire.local.isoformat(),
+        "fires_at": iso(fire.fires_at),
+        "dst": fire.shift.kind if fire.shift else None,
+        "dst_note": describe_shift(fire.shift) if fire.shift else None,
+        "stops_after": stops_after,
+    }
+
+
+def next_json(found: Forecast) -> list[dict[str, Any]]:
+    """`next --json`: the upcoming fires, the last saying why none follow (when none do)."""
+    last = len(found.fires) - 1
+    return [
+        upcoming_json(fire, stops_after=found.stop.value if found.stop and index == last else None)
+        for index, fire in enumerate(found.fires)
+    ]
 
 
 def describe_json(found: TriggerDescription) -> dict[str, Any]:
@@ -112,7 +135,8 @@ def describe_json(found: TriggerDescription) -> dict[str, Any]:
             for view in found.revisions
         ],
         "last_fires": [fire_json(record) for record in found.last_fires],
-        "next_fires": next_json(found.next_fires),
+        "next_fires": [upcoming_json(fire) for fire in found.next_fires],
+        "no_next_fire_reason": found.no_next_fire,
         "actions": [entry_json(entry) for entry in found.actions],
     }
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, tzinfo
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from looms_runtime.host import ProcessId
 from triggers import services
@@ -21,6 +21,9 @@ from triggers.model import FireRecord, Trigger, TriggerSpec
 from triggers.store.audit_log import ActionKind, AuditEntry, AuditLog, AuditQuery
 from triggers.store.protocol import Heartbeat, HistoryQuery, TriggerStore, silence_limit
 from triggers.timeline import Downtime, Timeline
+
+if TYPE_CHECKING:
+    from triggers.scheduler.forecast import UpcomingFire
 
 TriggerState = Literal["enabled", "paused", "disabled", "retired", "blocked"]
 
@@ -60,7 +63,9 @@ class TriggerDescription:
     """The pause in force, when an operator's `pause` made it (not `pause_on_failure`)."""
     revisions: list[RevisionView]
     last_fires: list[FireRecord]
-    next_fires: list[tuple[datetime, datetime]]
+    next_fires: list[UpcomingFire]
+    no_next_fire: str | None = None
+    """Why no fire follows `next_fires` (`paused`, `max_runs`, ...; see `triggers next`)."""
     active_runs: list[str]
     actions: list[AuditEntry]
 
@@ -81,6 +86,7 @@ def describe_trigger(
     applies = _applies_touching(audit, trigger_id)
     entries = audit.entries(AuditQuery(trigger_id=trigger_id, limit=actions))
     entries = sorted([*entries, *applies], key=lambda e: (e.at, e.id or 0), reverse=True)
+    next_fires, no_next_fire = _upcoming(trigger, now=now, count=upcoming)
     return TriggerDescription(
         trigger=trigger,
         declaration=declaration_view(trigger.spec),
@@ -88,7 +94,8 @@ def describe_trigger(
         paused_by=_pause_in_force(trigger, audit),
         revisions=_revisions(audit, trigger_id, revisions, applies),
         last_fires=store.history(HistoryQuery(trigger_id=trigger_id, limit=fires)),
-        next_fires=_upcoming(trigger, now=now, count=upcoming),
+        next_fires=next_fires,
+        no_next_fire=no_next_fire,
         active_runs=[run.run_id for run in store.active_runs() if run.trigger_id == trigger_id],
         actions=entries[:actions],
     )
@@ -159,14 +166,15 @@ def _changes(old: Any, new: Any) -> list[FieldChange]:
         return field_changes(old, new)
 
 
-def _upcoming(trigger: Trigger, *, now: datetime, count: int) -> list[tuple[datetime, datetime]]:
-    if count <= 0 or services.next_fire(trigger, now=now) is None:
-        return []
+def _upcoming(
+    trigger: Trigger, *, now: datetime, count: int
+) -> tuple[list[UpcomingFire], str | None]:
     start = max(now, trigger.watermark_at)
     try:
-        return services.next_occurrences(trigger.spec, after=start, count=count)
+        found = services.upcoming(trigger.spec, trigger=trigger, after=start, count=count)
     except TriggersError:
-        return []
+        return [], "invalid"
+    return found.fires, None if found.stop is None else found.stop.value
 
 
 DaemonState = Literal["alive", "stale", "stopped"]

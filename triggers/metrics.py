@@ -17,6 +17,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from prometheus_client import (
     CollectorRegistry,
@@ -171,6 +172,48 @@ class Metrics:
             registry=self.registry,
         )
         gauge.set_function(count)
+
+
+class _Unrecorded:
+    """An instrument that records nothing (see `UnrecordedMetrics`)."""
+
+    def labels(self, **_labels: str) -> _Unrecorded:
+        return self
+
+    def inc(self, amount: float = 1) -> None:
+        return None
+
+    def observe(self, amount: float) -> None:
+        return None
+
+    def set(self, value: float) -> None:
+        return None
+
+
+class UnrecordedMetrics(Metrics):
+    """Metrics nobody scrapes, so none are kept: the instruments of a scheduler that
+    runs a simulation, where they would cost a part of every simulated tick."""
+
+    def __init__(self) -> None:  # Metrics.__init__ is not called: none of its registry is wanted
+        self.registry = CollectorRegistry()
+        nothing: Any = _Unrecorded()
+        self.fires = self.tick_duration = self.launch_duration = self.fire_latency = nothing
+        self.active_runs = self.ticks_failed = self.last_tick = self.store_errors = nothing
+        self.reloads = self.reload_successful = self.reload_at = nothing
+        self._settled = _SettledTimes()
+        self._triggers = _TriggerCollector(self._settled)
+
+    def fired(self, outcome: str, count: int = 1, *, reason: str | None = None) -> None:
+        return None
+
+    def store_error(self, operation: str) -> None:
+        return None
+
+    def ticked(self, at: datetime) -> None:
+        return None
+
+    def run_settled(self, trigger_id: str, outcome: str, at: datetime) -> None:
+        return None
 
 
 class _SettledTimes:

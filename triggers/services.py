@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from zoneinfo import ZoneInfo
 
 from looms_runtime.host import ProcessId, boot_id
 from triggers.clock import iso
@@ -46,6 +45,7 @@ from triggers.store.protocol import (
 if TYPE_CHECKING:
     from triggers.declarations import Declarations
     from triggers.scheduler.backfill import BackfillResult
+    from triggers.scheduler.forecast import Forecast, UpcomingFire
     from triggers.scheduler.occurrences import CompiledSchedule
 
 # The scheduler's modules are imported by the functions that use them: `triggers list`
@@ -80,13 +80,20 @@ class TriggerView:
     """One row of `triggers list`."""
 
     trigger: Trigger
-    next_fire_at: datetime | None
+    next_fire: UpcomingFire | None
+    no_next_fire: str | None
+    """Why there is no next fire (`paused`, `disabled`, `retired`, `ended`, `max_runs`,
+    or `invalid` for a stored schedule that no longer compiles); None when there is one."""
     last: FireRecord | None
     active_run_id: str | None
 
+    @property
+    def next_fire_at(self) -> datetime | None:
+        return None if self.next_fire is None else self.next_fire.occurrence_at
+
 
 def list_triggers(store: TriggerStore, *, now: datetime) -> list[TriggerView]:
-    """Every trigger with its next fire, last outcome and active run."""
+    """Every trigger with its next fire (or why none), last outcome and active run."""
     last = store.last_records()
     active: dict[str, str] = {}
     for run in store.active_runs():
@@ -95,10 +102,19 @@ def list_triggers(store: TriggerStore, *, now: datetime) -> list[TriggerView]:
     for row in store.list_triggers():
         if not isinstance(row, Trigger):
             continue
+        why: str | None
+        try:
+            found = upcoming(row.spec, trigger=row, after=max(now, row.watermark_at), count=1)
+        except ScheduleError:
+            next_fire, why = None, "invalid"
+        else:
+            next_fire = found.fires[0] if found.fires else None
+            why = None if next_fire is not None or found.stop is None else found.stop.value
         views.append(
             TriggerView(
                 trigger=row,
-                next_fire_at=next_fire(row, now=now),
+                next_fire=next_fire,
+                no_next_fire=why,
                 last=last.get(row.id),
                 active_run_id=active.get(row.id),
             )
@@ -107,8 +123,8 @@ def list_triggers(store: TriggerStore, *, now: datetime) -> list[TriggerView]:
 
 
 def next_fire(trigger: Trigger, *, now: datetime) -> datetime | None:
-    """The next occurrence a claimable trigger will fire (None when paused, done after
-    `end` or `max_runs`, or when its stored schedule no longer compiles)."""
+    """The next occurrence the daemon will fire (None when paused, disabled, retired,
+    done after `end` or `max_runs`, or when its stored schedule no longer compiles)."""
     found = upcoming_fires(trigger, now=now, until=None, limit=1)
     return found[0] if found else None
 
@@ -116,27 +132,18 @@ def next_fire(trigger: Trigger, *, now: datetime) -> datetime | None:
 def upcoming_fires(
     trigger: Trigger, *, now: datetime, until: datetime | None, limit: int
 ) -> list[datetime]:
-    """The occurrences a claimable trigger will fire after `now` (and its watermark), up
-    to `until`, at most `limit` and at most the launches `max_runs` leaves; none when it
-    is paused, disabled or retired, or its stored schedule no longer compiles."""
-    spec = trigger.spec
-    if not trigger.claimable:
-        return []
-    if spec.max_runs is not None:
-        limit = min(limit, max(spec.max_runs - trigger.runs_launched, 0))
+    """The occurrences the daemon will fire after `now` (and the watermark), up to
+    `until` and at most `limit`, by the rules `next` follows (pause, retirement,
+    `end`, what `max_runs` leaves); none when the stored schedule no longer compiles."""
     try:
-        schedule = _compile(spec)
+        found = upcoming(
+            trigger.spec, trigger=trigger, after=max(now, trigger.watermark_at), count=limit
+        )
     except ScheduleError:
         return []
-    found: list[datetime] = []
-    cursor = max(now, trigger.watermark_at)
-    while len(found) < limit:
-        upcoming = schedule.next_after(cursor)
-        if upcoming is None or (until is not None and upcoming > until):
-            break
-        found.append(upcoming)
-        cursor = upcoming
-    return found
+    return [
+        fire.occurrence_at for fire in found.fires if until is None or fire.occurrence_at <= until
+    ]
 
 
 def _compile(spec: TriggerSpec) -> CompiledSchedule:
@@ -151,21 +158,30 @@ def _compile(spec: TriggerSpec) -> CompiledSchedule:
     )
 
 
-def next_occurrences(
-    spec: TriggerSpec, *, after: datetime, count: int
-) -> list[tuple[datetime, datetime]]:
-    """The next `count` occurrences after `after`, as (UTC, local in the trigger's zone)."""
-    schedule = _compile(spec)
-    zone = ZoneInfo(spec.timezone)
-    found: list[tuple[datetime, datetime]] = []
-    cursor = after
-    while len(found) < count:
-        upcoming = schedule.next_after(cursor)
-        if upcoming is None:
-            break
-        found.append((upcoming, upcoming.astimezone(zone)))
-        cursor = upcoming
-    return found
+def upcoming(
+    spec: TriggerSpec, *, after: datetime, count: int, trigger: Trigger | None = None
+) -> Forecast:
+    """The next `count` occurrences after `after` the daemon will fire, by the rules of
+    its timetable, each with what daylight-saving time did to it; and why none follow.
+
+    With the stored `trigger`, its state counts (paused, retired, launches toward
+    `max_runs`); without (a declarations file), the declaration alone: not paused,
+    nothing launched yet.
+
+    Raises:
+        ScheduleError: the schedule does not compile.
+    """
+    from triggers.scheduler.forecast import forecast  # noqa: PLC0415
+
+    return forecast(
+        spec,
+        _compile(spec),
+        after=after,
+        count=count,
+        paused=trigger is not None and trigger.paused,
+        retired=trigger is not None and trigger.retired,
+        runs_launched=0 if trigger is None else trigger.runs_launched,
+    )
 
 
 def history(store: TriggerStore, query: HistoryQuery) -> list[FireRecord]:

@@ -1,4 +1,4 @@
-"""The Runner contract, run against the test fake and the looms runner alike.
+"""The Runner contract, run against the test fake, the simulation's runner and the looms runner.
 
 The fake stands in for the runtime in the scheduler's suites; this suite keeps it
 honest: whatever the fake does on a start, a repeated key, a conflicting key, an
@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -22,8 +22,10 @@ from triggers.model import RunStatus
 from triggers.runner.fake import FakeRunner
 from triggers.runner.looms import LoomsRunner
 from triggers.runner.protocol import LaunchRequest, RunHandle, Runner
+from triggers.runner.simulated import SimulatedRunner
 
 OCCURRENCE = datetime(2026, 1, 1, tzinfo=UTC)
+HOUR = timedelta(hours=1)
 WAITING = {
     "kind": "steps",
     "steps": [{"id": "gate", "type": "wait_signal", "signal": "go", "timeout_s": 60}],
@@ -42,6 +44,7 @@ class Subject:
 @pytest.fixture(
     params=[
         "fake",
+        "simulated",
         "looms-sqlite",
         pytest.param("looms-postgres", marks=pytest.mark.postgres),
     ]
@@ -50,6 +53,16 @@ def subject(request: pytest.FixtureRequest) -> Iterator[Subject]:
     if request.param == "fake":
         fake = FakeRunner()
         yield Subject(runner=fake, flow_version="v1", finish=fake.settle)
+        return
+    if request.param == "simulated":
+        elapsed = [OCCURRENCE]
+        simulated = SimulatedRunner(elapsed=lambda: elapsed[0], duration=lambda _: HOUR)
+
+        def finish(_run_id: str) -> None:
+            elapsed[0] += HOUR  # every run started so far has lasted its hour
+            simulated.settle_due(elapsed[0])
+
+        yield Subject(runner=simulated, flow_version="v1", finish=finish)
         return
     engine = request.param.removeprefix("looms-")
     db = Database(str(request.getfixturevalue(f"looms_{engine}_url")))

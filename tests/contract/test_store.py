@@ -1,4 +1,4 @@
-"""The trigger store contract, run against SQLite and PostgreSQL."""
+"""The trigger store contract, run against the memory store, SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -35,6 +35,7 @@ from triggers.store.protocol import (
     RangeRecord,
     RangeSplit,
     Settlement,
+    TriggerStore,
 )
 from triggers.store.schema import triggers as triggers_table
 from triggers.store.sql import SqlTriggerStore
@@ -50,12 +51,13 @@ def database(reused_database: Database) -> Database:
 
 
 @pytest.fixture
-def store(database: Database) -> SqlTriggerStore:
-    return SqlTriggerStore(database)
+def store(any_store: TriggerStore) -> TriggerStore:
+    """Each implementation; a test that takes a database is the SQL store's alone."""
+    return any_store
 
 
 def claim(
-    store: SqlTriggerStore, trigger_id: str, minute: int, *, revision: int = 1, **extra: Any
+    store: TriggerStore, trigger_id: str, minute: int, *, revision: int = 1, **extra: Any
 ) -> Claim:
     [result] = store.claim(
         [
@@ -75,7 +77,7 @@ def claim(
     return result
 
 
-def test_apply_creates_updates_and_retires_by_declaration(store: SqlTriggerStore) -> None:
+def test_apply_creates_updates_and_retires_by_declaration(store: TriggerStore) -> None:
     first = store.apply([spec("a"), spec("b")], now=T0)
     assert (first.created, first.updated, first.unchanged) == (["a", "b"], [], [])
 
@@ -93,7 +95,7 @@ def test_apply_creates_updates_and_retires_by_declaration(store: SqlTriggerStore
     assert b.retired and not b.claimable
 
 
-def test_apply_keeps_pause_and_revives_retired_trigger_without_debt(store: SqlTriggerStore) -> None:
+def test_apply_keeps_pause_and_revives_retired_trigger_without_debt(store: TriggerStore) -> None:
     store.apply([spec("a"), spec("b")], now=T0)
     store.set_paused("a", paused=True, note="maintenance", now=T0)
     store.apply([spec("a")], now=T0 + timedelta(hours=1))
@@ -104,7 +106,7 @@ def test_apply_keeps_pause_and_revives_retired_trigger_without_debt(store: SqlTr
     assert b.watermark_at == T0 + timedelta(hours=5)
 
 
-def test_claim_fires_then_skips_overlap_and_advances_watermark(store: SqlTriggerStore) -> None:
+def test_claim_fires_then_skips_overlap_and_advances_watermark(store: TriggerStore) -> None:
     store.apply([spec("a", overlap=Overlap.SKIP)], now=T0)
     first = claim(store, "a", 1)
     second = claim(store, "a", 2)
@@ -122,8 +124,22 @@ def test_claim_fires_then_skips_overlap_and_advances_watermark(store: SqlTrigger
     ]
 
 
+def test_watermarks_tell_what_another_daemon_decided_without_the_rows(
+    store: TriggerStore,
+) -> None:
+    store.apply([spec("a"), spec("b")], now=T0)
+    claim(store, "a", 3)
+
+    found = store.watermarks(["a", "b", "gone"])
+
+    assert found == {"a": T0 + timedelta(minutes=3), "b": T0}
+    many = [f"t{n}" for n in range(1200)]  # more than one IN list's worth
+    store.apply([spec(t) for t in many], now=T0)
+    assert len(store.watermarks(many)) == 1200
+
+
 def test_claim_of_decided_occurrence_is_duplicate_and_changes_nothing(
-    store: SqlTriggerStore,
+    store: TriggerStore,
 ) -> None:
     store.apply([spec("a", overlap=Overlap.ALLOW, max_active=5)], now=T0)
     claim(store, "a", 3)
@@ -134,7 +150,7 @@ def test_claim_of_decided_occurrence_is_duplicate_and_changes_nothing(
     assert len(store.history(HistoryQuery(trigger_id="a"))) == 1
 
 
-def test_claim_batch_isolates_revision_mismatch_and_unknown_trigger(store: SqlTriggerStore) -> None:
+def test_claim_batch_isolates_revision_mismatch_and_unknown_trigger(store: TriggerStore) -> None:
     store.apply([spec("a"), spec("b")], now=T0)
     results = store.claim(
         [
@@ -160,7 +176,7 @@ def test_claim_batch_isolates_revision_mismatch_and_unknown_trigger(store: SqlTr
     assert a is not None and a.watermark_at == T0
 
 
-def test_claim_batch_sees_earlier_launch_of_same_batch(store: SqlTriggerStore) -> None:
+def test_claim_batch_sees_earlier_launch_of_same_batch(store: TriggerStore) -> None:
     store.apply([spec("a", overlap=Overlap.BUFFER_ALL, max_buffer=1)], now=T0)
     results = store.claim(
         [
@@ -182,7 +198,7 @@ def test_claim_batch_sees_earlier_launch_of_same_batch(store: SqlTriggerStore) -
 
 
 def test_paused_or_disabled_trigger_ignores_scheduled_claims_but_not_manual(
-    store: SqlTriggerStore,
+    store: TriggerStore,
 ) -> None:
     store.apply([spec("a"), spec("off", enabled=False)], now=T0)
     store.set_paused("a", paused=True, note=None, now=T0)
@@ -211,7 +227,7 @@ def test_paused_or_disabled_trigger_ignores_scheduled_claims_but_not_manual(
     assert a is not None and a.watermark_at == T0  # manual fires never move the watermark
 
 
-def test_record_launched_swaps_reservation_and_fences_on_it(store: SqlTriggerStore) -> None:
+def test_record_launched_swaps_reservation_and_fences_on_it(store: TriggerStore) -> None:
     store.apply([spec("a")], now=T0)
     fire = claim(store, "a", 1)
     now = T0 + timedelta(minutes=1, seconds=1)
@@ -227,7 +243,7 @@ def test_record_launched_swaps_reservation_and_fences_on_it(store: SqlTriggerSto
 
 
 def test_released_reservation_is_retaken_with_same_key_and_old_owner_loses(
-    store: SqlTriggerStore,
+    store: TriggerStore,
 ) -> None:
     store.apply([spec("a")], now=T0)
     fire = claim(store, "a", 1)
@@ -245,7 +261,7 @@ def test_released_reservation_is_retaken_with_same_key_and_old_owner_loses(
     assert not isinstance(ok, Exception)
 
 
-def test_expired_lease_rearms_occurrence(store: SqlTriggerStore) -> None:
+def test_expired_lease_rearms_occurrence(store: TriggerStore) -> None:
     store.apply([spec("a")], now=T0)
     fire = claim(store, "a", 1)
     assert store.take_pending(owner="b", host="h", now=T0 + timedelta(minutes=5), lease=LEASE) == []
@@ -253,7 +269,7 @@ def test_expired_lease_rearms_occurrence(store: SqlTriggerStore) -> None:
     assert retaken.occurrence_at == fire.occurrence_at
 
 
-def test_record_settled_is_idempotent_and_frees_the_slot(store: SqlTriggerStore) -> None:
+def test_record_settled_is_idempotent_and_frees_the_slot(store: TriggerStore) -> None:
     store.apply([spec("a")], now=T0)
     fire = claim(store, "a", 1)
     store.record_launched([Launch(claim=fire, run_id="run-1")], now=T0)
@@ -267,7 +283,7 @@ def test_record_settled_is_idempotent_and_frees_the_slot(store: SqlTriggerStore)
     assert claim(store, "a", 2).action is Action.FIRE
 
 
-def test_failure_pauses_trigger_declared_pause_on_failure(store: SqlTriggerStore) -> None:
+def test_failure_pauses_trigger_declared_pause_on_failure(store: TriggerStore) -> None:
     store.apply([spec("a", pause_on_failure=True)], now=T0)
     fire = claim(store, "a", 1)
     store.record_launched([Launch(claim=fire, run_id="run-1")], now=T0)
@@ -279,7 +295,7 @@ def test_failure_pauses_trigger_declared_pause_on_failure(store: SqlTriggerStore
     assert trigger.pause_note == "exit status 3"
 
 
-def test_buffered_occurrence_launches_when_the_active_run_settles(store: SqlTriggerStore) -> None:
+def test_buffered_occurrence_launches_when_the_active_run_settles(store: TriggerStore) -> None:
     store.apply([spec("a", overlap=Overlap.BUFFER)], now=T0)
     fire = claim(store, "a", 1)
     assert claim(store, "a", 2).action is Action.BUFFER
@@ -296,7 +312,7 @@ def test_buffered_occurrence_launches_when_the_active_run_settles(store: SqlTrig
 
 
 def test_ranges_merge_while_consecutive_and_are_fenced_on_the_watermark(
-    store: SqlTriggerStore,
+    store: TriggerStore,
 ) -> None:
     store.apply([spec("a")], now=T0)
 
@@ -329,7 +345,7 @@ def test_ranges_merge_while_consecutive_and_are_fenced_on_the_watermark(
     assert len(store.history(HistoryQuery(trigger_id="a"))) == 4
 
 
-def test_history_filters_and_orders_newest_first(store: SqlTriggerStore) -> None:
+def test_history_filters_and_orders_newest_first(store: TriggerStore) -> None:
     store.apply([spec("a"), spec("b")], now=T0)
     claim(store, "a", 1)
     claim(store, "a", 2)
@@ -346,7 +362,7 @@ def test_history_filters_and_orders_newest_first(store: SqlTriggerStore) -> None
     assert last["a"].occurrence_at.minute == 2 and last["b"].occurrence_at.minute == 3
 
 
-def test_prune_deletes_only_old_settled_rows(store: SqlTriggerStore) -> None:
+def test_prune_deletes_only_old_settled_rows(store: TriggerStore) -> None:
     store.apply([spec("a")], now=T0)
     claim(store, "a", 1)  # launching: never pruned
     claim(store, "a", 2)  # skipped at T0+2m
@@ -357,7 +373,7 @@ def test_prune_deletes_only_old_settled_rows(store: SqlTriggerStore) -> None:
 
 
 def _quiet(
-    store: SqlTriggerStore, trigger_id: str, first: int, last: int, after: int, revision: int = 1
+    store: TriggerStore, trigger_id: str, first: int, last: int, after: int, revision: int = 1
 ) -> None:
     [error] = store.record_ranges(
         [
@@ -377,7 +393,7 @@ def _quiet(
     assert error is None
 
 
-def _ranges(store: SqlTriggerStore, trigger_id: str) -> list[tuple[int, int, int]]:
+def _ranges(store: TriggerStore, trigger_id: str) -> list[tuple[int, int, int]]:
     """(first minute, last minute, count) per row, oldest first."""
     rows = store.history(HistoryQuery(trigger_id=trigger_id, limit=1000))
     return [
@@ -390,7 +406,7 @@ def _ranges(store: SqlTriggerStore, trigger_id: str) -> list[tuple[int, int, int
     ]
 
 
-def test_a_range_never_extends_a_row_of_another_trigger(store: SqlTriggerStore) -> None:
+def test_a_range_never_extends_a_row_of_another_trigger(store: TriggerStore) -> None:
     store.apply([spec("a"), spec("b")], now=T0)
     _quiet(store, "a", 1, 2, 0)  # a's open range row, the newest row of the ledger
     assert store.prune(older_than=T0 + timedelta(days=40)) == 1
@@ -400,7 +416,7 @@ def test_a_range_never_extends_a_row_of_another_trigger(store: SqlTriggerStore) 
     assert _ranges(store, "a") == [(4, 5, 2)]
 
 
-def test_a_range_row_does_not_span_a_retirement_or_an_edit(store: SqlTriggerStore) -> None:
+def test_a_range_row_does_not_span_a_retirement_or_an_edit(store: TriggerStore) -> None:
     store.apply([spec("a")], now=T0)
     store.set_paused("a", paused=True, note=None, now=T0)
     _quiet(store, "a", 1, 2, 0)
@@ -448,9 +464,8 @@ def _needs_concurrent_writers(database: Database) -> None:
         pytest.skip("SQLite writers take turns: the race needs concurrent transactions")
 
 
-def test_prune_spares_a_range_row_extended_while_it_was_deleting(
-    store: SqlTriggerStore, database: Database
-) -> None:
+def test_prune_spares_a_range_row_extended_while_it_was_deleting(database: Database) -> None:
+    store = SqlTriggerStore(database)
     _needs_concurrent_writers(database)
     store.apply([spec("a")], now=T0)
     _quiet(store, "a", 1, 2, 0)
@@ -476,9 +491,8 @@ def test_prune_spares_a_range_row_extended_while_it_was_deleting(
     assert _ranges(store, "a") == [(1, 4, 4)]
 
 
-def test_pending_pass_locks_trigger_rows_in_id_order(
-    store: SqlTriggerStore, database: Database
-) -> None:
+def test_pending_pass_locks_trigger_rows_in_id_order(database: Database) -> None:
+    store = SqlTriggerStore(database)
     _needs_concurrent_writers(database)
     store.apply([spec("a", overlap=Overlap.BUFFER_ALL), spec("z")], now=T0)
     launch(store, claim(store, "a", 1), "run-1")
@@ -496,9 +510,8 @@ def test_pending_pass_locks_trigger_rows_in_id_order(
     assert [c.trigger_id for c in claims] == ["z"]
 
 
-def test_recording_ranges_locks_trigger_rows_in_id_order(
-    store: SqlTriggerStore, database: Database
-) -> None:
+def test_recording_ranges_locks_trigger_rows_in_id_order(database: Database) -> None:
+    store = SqlTriggerStore(database)
     _needs_concurrent_writers(database)
     store.apply([spec("a"), spec("z")], now=T0)
 
@@ -528,9 +541,8 @@ def test_recording_ranges_locks_trigger_rows_in_id_order(
     assert recorded == [[None, None]]
 
 
-def test_concurrent_applies_give_each_declaration_its_own_revision(
-    store: SqlTriggerStore, database: Database
-) -> None:
+def test_concurrent_applies_give_each_declaration_its_own_revision(database: Database) -> None:
+    store = SqlTriggerStore(database)
     _needs_concurrent_writers(database)
     store.apply([spec("a")], now=T0)
     url = database.url.render_as_string(hide_password=False)
@@ -558,7 +570,7 @@ def test_concurrent_applies_give_each_declaration_its_own_revision(
     assert store.get_trigger("new") is not None
 
 
-def test_heartbeat_upserts_per_owner(store: SqlTriggerStore) -> None:
+def test_heartbeat_upserts_per_owner(store: TriggerStore) -> None:
     beat = Heartbeat(owner="h:1", host="h", pid=1, version="1", started_at=T0, last_tick_at=T0)
     store.heartbeat(beat)
     store.heartbeat(dataclasses.replace(beat, last_tick_at=T0 + timedelta(seconds=5)))
@@ -566,7 +578,8 @@ def test_heartbeat_upserts_per_owner(store: SqlTriggerStore) -> None:
     assert stored.last_tick_at == T0 + timedelta(seconds=5)
 
 
-def test_corrupt_row_is_isolated_in_listing(store: SqlTriggerStore, database: Database) -> None:
+def test_corrupt_row_is_isolated_in_listing(database: Database) -> None:
+    store = SqlTriggerStore(database)
     store.apply([spec("a"), spec("b")], now=T0)
     with database.write() as conn:
         conn.execute(
@@ -592,7 +605,7 @@ def test_corrupt_row_is_isolated_in_listing(store: SqlTriggerStore, database: Da
     assert isinstance(result, CorruptRowError)
 
 
-def test_unknown_trigger_pause_is_an_input_error(store: SqlTriggerStore) -> None:
+def test_unknown_trigger_pause_is_an_input_error(store: TriggerStore) -> None:
     with pytest.raises(UnknownTriggerError):
         store.set_paused("ghost", paused=True, note=None, now=T0)
 
@@ -600,7 +613,7 @@ def test_unknown_trigger_pause_is_an_input_error(store: SqlTriggerStore) -> None
 # -- supersede ------------------------------------------------------------------------------
 
 
-def batch(store: SqlTriggerStore, trigger_id: str, minutes: list[int], **extra: Any) -> list[Claim]:
+def batch(store: TriggerStore, trigger_id: str, minutes: list[int], **extra: Any) -> list[Claim]:
     """Claim several occurrences in one transaction, at the time of the last one."""
     results = store.claim(
         [
@@ -621,12 +634,12 @@ def batch(store: SqlTriggerStore, trigger_id: str, minutes: list[int], **extra: 
     return [r for r in results if isinstance(r, Claim)]
 
 
-def launch(store: SqlTriggerStore, fire: Claim, run_id: str) -> None:
+def launch(store: TriggerStore, fire: Claim, run_id: str) -> None:
     [record] = store.record_launched([Launch(claim=fire, run_id=run_id)], now=fire.occurrence_at)
     assert not isinstance(record, Exception), record
 
 
-def ledger(store: SqlTriggerStore, trigger_id: str = "a") -> list[tuple[int, Outcome, str | None]]:
+def ledger(store: TriggerStore, trigger_id: str = "a") -> list[tuple[int, Outcome, str | None]]:
     """(minute, outcome, reason) per row, oldest first."""
     rows = store.history(HistoryQuery(trigger_id=trigger_id, limit=1000))
     return [
@@ -639,17 +652,17 @@ def ledger(store: SqlTriggerStore, trigger_id: str = "a") -> list[tuple[int, Out
     ]
 
 
-def counters(store: SqlTriggerStore, trigger_id: str = "a") -> tuple[int, int, int]:
+def counters(store: TriggerStore, trigger_id: str = "a") -> tuple[int, int, int]:
     trigger = store.get_trigger(trigger_id)
     assert trigger is not None
     return trigger.active_count, trigger.buffered_count, trigger.runs_launched
 
 
-def take(store: SqlTriggerStore, minute: int) -> list[Claim]:
+def take(store: TriggerStore, minute: int) -> list[Claim]:
     return store.take_pending(owner="a", host="h", now=T0 + timedelta(minutes=minute), lease=LEASE)
 
 
-def test_supersede_claim_names_the_active_run(store: SqlTriggerStore) -> None:
+def test_supersede_claim_names_the_active_run(store: TriggerStore) -> None:
     store.apply([spec("a", overlap=Overlap.SUPERSEDE)], now=T0)
     launch(store, claim(store, "a", 1), "run-1")
     second = claim(store, "a", 2)
@@ -658,7 +671,7 @@ def test_supersede_claim_names_the_active_run(store: SqlTriggerStore) -> None:
     assert counters(store) == (2, 0, 2)  # the prior run stays active until it is settled
 
 
-def test_supersede_batch_launches_only_the_newest_when_nothing_runs(store: SqlTriggerStore) -> None:
+def test_supersede_batch_launches_only_the_newest_when_nothing_runs(store: TriggerStore) -> None:
     store.apply([spec("a", overlap=Overlap.SUPERSEDE)], now=T0)
     claims = batch(store, "a", [1, 2, 3])
     assert [(c.action, c.reason) for c in claims] == [
@@ -675,7 +688,7 @@ def test_supersede_batch_launches_only_the_newest_when_nothing_runs(store: SqlTr
     assert counters(store) == (1, 0, 1)
 
 
-def test_supersede_batch_newest_supersedes_the_active_run(store: SqlTriggerStore) -> None:
+def test_supersede_batch_newest_supersedes_the_active_run(store: TriggerStore) -> None:
     store.apply([spec("a", overlap=Overlap.SUPERSEDE)], now=T0)
     launch(store, claim(store, "a", 1), "run-1")
     claims = batch(store, "a", [2, 3, 4])
@@ -684,7 +697,7 @@ def test_supersede_batch_newest_supersedes_the_active_run(store: SqlTriggerStore
 
 
 def test_supersede_behind_a_reservation_buffers_then_the_newest_supersedes(
-    store: SqlTriggerStore,
+    store: TriggerStore,
 ) -> None:
     store.apply([spec("a", overlap=Overlap.SUPERSEDE)], now=T0)
     first = claim(store, "a", 1)  # a reservation: no run the runtime could cancel yet
@@ -709,7 +722,7 @@ def test_supersede_behind_a_reservation_buffers_then_the_newest_supersedes(
 
 
 def test_released_supersede_keeps_the_prior_run_and_the_replacement_pending(
-    store: SqlTriggerStore,
+    store: TriggerStore,
 ) -> None:
     store.apply([spec("a", overlap=Overlap.SUPERSEDE)], now=T0)
     launch(store, claim(store, "a", 1), "run-1")
@@ -731,7 +744,7 @@ def test_released_supersede_keeps_the_prior_run_and_the_replacement_pending(
 
 
 def test_superseded_run_already_seen_cancelled_is_recorded_superseded(
-    store: SqlTriggerStore,
+    store: TriggerStore,
 ) -> None:
     store.apply([spec("a", overlap=Overlap.SUPERSEDE)], now=T0)
     launch(store, claim(store, "a", 1), "run-1")
@@ -744,7 +757,7 @@ def test_superseded_run_already_seen_cancelled_is_recorded_superseded(
 # -- buffers under a changed policy ---------------------------------------------------------
 
 
-def _three_buffered(store: SqlTriggerStore, **declared: object) -> None:
+def _three_buffered(store: TriggerStore, **declared: object) -> None:
     """Run-1 active at minute 1; minutes 2, 3, 4 buffered under buffer_all."""
     store.apply([spec("a", overlap=Overlap.BUFFER_ALL, **declared)], now=T0)  # type: ignore[arg-type]
     launch(store, claim(store, "a", 1), "run-1")
@@ -808,7 +821,7 @@ def _three_buffered(store: SqlTriggerStore, **declared: object) -> None:
     ids=["skip", "buffer", "buffer_all", "supersede", "allow"],
 )
 def test_policy_change_applies_to_buffered_occurrences_while_a_run_is_active(
-    store: SqlTriggerStore,
+    store: TriggerStore,
     policy: Overlap,
     extra: dict[str, int],
     expected: list[tuple[int, Outcome, str | None]],
@@ -836,7 +849,7 @@ def test_policy_change_applies_to_buffered_occurrences_while_a_run_is_active(
     ids=["skip", "buffer", "buffer_all", "supersede"],
 )
 def test_policy_change_applies_to_buffered_occurrences_once_the_run_settled(
-    store: SqlTriggerStore, policy: Overlap, expected: list[Outcome]
+    store: TriggerStore, policy: Overlap, expected: list[Outcome]
 ) -> None:
     _three_buffered(store)
     store.apply([spec("a", overlap=policy)], now=T0 + timedelta(minutes=4))
@@ -845,9 +858,8 @@ def test_policy_change_applies_to_buffered_occurrences_once_the_run_settled(
     assert [outcome for _, outcome, _ in ledger(store)[1:]] == expected
 
 
-def test_buffered_count_is_recomputed_from_the_ledger(
-    store: SqlTriggerStore, database: Database
-) -> None:
+def test_buffered_count_is_recomputed_from_the_ledger(database: Database) -> None:
+    store = SqlTriggerStore(database)
     _three_buffered(store)
     with database.write() as conn:
         conn.execute(sa.update(triggers_table).values(buffered_count=0, active_count=7))
@@ -855,7 +867,7 @@ def test_buffered_count_is_recomputed_from_the_ledger(
     assert counters(store)[:2] == (1, 3)
 
 
-def test_paused_trigger_holds_its_own_buffer_but_not_an_operators(store: SqlTriggerStore) -> None:
+def test_paused_trigger_holds_its_own_buffer_but_not_an_operators(store: TriggerStore) -> None:
     store.apply([spec("a", overlap=Overlap.BUFFER_ALL)], now=T0)
     first = claim(store, "a", 1)
     launch(store, first, "run-1")
@@ -869,7 +881,7 @@ def test_paused_trigger_holds_its_own_buffer_but_not_an_operators(store: SqlTrig
     assert ledger(store)[1] == (2, Outcome.BUFFERED, "overlap")
 
 
-def test_retired_trigger_drops_its_buffer_as_disabled(store: SqlTriggerStore) -> None:
+def test_retired_trigger_drops_its_buffer_as_disabled(store: TriggerStore) -> None:
     _three_buffered(store)
     store.apply([spec("other")], now=T0 + timedelta(minutes=4))
     assert take(store, 5) == []
@@ -877,7 +889,7 @@ def test_retired_trigger_drops_its_buffer_as_disabled(store: SqlTriggerStore) ->
     assert counters(store)[1] == 0
 
 
-def test_buffered_occurrences_beyond_max_runs_are_skipped(store: SqlTriggerStore) -> None:
+def test_buffered_occurrences_beyond_max_runs_are_skipped(store: TriggerStore) -> None:
     _three_buffered(store, max_runs=2)
     store.record_settled([Settlement(trigger_id="a", run_id="run-1", state="completed")], now=T0)
     [second] = take(store, 5)
@@ -885,7 +897,7 @@ def test_buffered_occurrences_beyond_max_runs_are_skipped(store: SqlTriggerStore
     assert ledger(store)[2:] == [(3, Outcome.SKIPPED, "max_runs"), (4, Outcome.SKIPPED, "max_runs")]
 
 
-def test_operator_fires_do_not_count_against_max_runs(store: SqlTriggerStore) -> None:
+def test_operator_fires_do_not_count_against_max_runs(store: TriggerStore) -> None:
     store.apply([spec("a", overlap=Overlap.ALLOW, max_active=5, max_runs=1)], now=T0)
     assert claim(store, "a", 1, kind="manual", manual_key="k").action is Action.FIRE
     assert claim(store, "a", 2).action is Action.FIRE
@@ -894,7 +906,7 @@ def test_operator_fires_do_not_count_against_max_runs(store: SqlTriggerStore) ->
 
 
 def test_buffer_keeps_one_behind_a_settled_run_until_the_pending_pass(
-    store: SqlTriggerStore,
+    store: TriggerStore,
 ) -> None:
     store.apply([spec("a", overlap=Overlap.BUFFER)], now=T0)
     launch(store, claim(store, "a", 1), "run-1")
@@ -915,7 +927,7 @@ def test_buffer_keeps_one_behind_a_settled_run_until_the_pending_pass(
 # -- backfill ------------------------------------------------------------------------------
 
 
-def _missed(store: SqlTriggerStore, first: int, last: int, after: int) -> None:
+def _missed(store: TriggerStore, first: int, last: int, after: int) -> None:
     [error] = store.record_ranges(
         [
             RangeRecord(
@@ -942,7 +954,7 @@ def _piece(first: int, last: int) -> RangePiece:
     )
 
 
-def test_backfill_carves_an_occurrence_out_of_a_range_row(store: SqlTriggerStore) -> None:
+def test_backfill_carves_an_occurrence_out_of_a_range_row(store: TriggerStore) -> None:
     store.apply([spec("a")], now=T0)
     _missed(store, 1, 6, 0)
     split = RangeSplit(
@@ -984,7 +996,7 @@ def test_backfill_carves_an_occurrence_out_of_a_range_row(store: SqlTriggerStore
     assert taken.idempotency_key == carved.idempotency_key
 
 
-def test_backfill_split_is_fenced_on_the_row_it_was_planned_from(store: SqlTriggerStore) -> None:
+def test_backfill_split_is_fenced_on_the_row_it_was_planned_from(store: TriggerStore) -> None:
     store.apply([spec("a")], now=T0)
     _missed(store, 1, 6, 0)
     stale = RangeSplit(
@@ -1011,7 +1023,7 @@ def test_backfill_split_is_fenced_on_the_row_it_was_planned_from(store: SqlTrigg
 
 @pytest.mark.parametrize("change", ["edited", "retired"])
 def test_backfill_split_is_undone_when_a_carved_occurrence_is_not_claimed(
-    store: SqlTriggerStore, change: str
+    store: TriggerStore, change: str
 ) -> None:
     store.apply([spec("a")], now=T0)
     _missed(store, 1, 6, 0)
@@ -1039,7 +1051,7 @@ def test_backfill_split_is_undone_when_a_carved_occurrence_is_not_claimed(
 
 
 def test_backfill_leaves_occurrences_after_the_watermark_to_the_scheduler(
-    store: SqlTriggerStore,
+    store: TriggerStore,
 ) -> None:
     store.apply([spec("a")], now=T0)
     before = claim(store, "a", -5, kind="backfill")
@@ -1049,20 +1061,20 @@ def test_backfill_leaves_occurrences_after_the_watermark_to_the_scheduler(
     assert len(ledger(store)) == 1
 
 
-def test_backfill_beyond_max_buffer_is_never_dropped(store: SqlTriggerStore) -> None:
+def test_backfill_beyond_max_buffer_is_never_dropped(store: TriggerStore) -> None:
     store.apply([spec("a", overlap=Overlap.SKIP, max_buffer=1)], now=T0 + timedelta(minutes=10))
     claims = batch(store, "a", [1, 2, 3, 4], kind="backfill", overlap=Overlap.BUFFER_ALL)
     assert [c.action for c in claims] == [Action.FIRE] + [Action.BUFFER] * 3
 
 
-def test_last_records_are_by_newest_occurrence(store: SqlTriggerStore) -> None:
+def test_last_records_are_by_newest_occurrence(store: TriggerStore) -> None:
     store.apply([spec("a")], now=T0 + timedelta(minutes=10))
     claim(store, "a", 11)
     claim(store, "a", 5, kind="backfill")  # inserted later, for an older occurrence
     assert store.last_records()["a"].occurrence_at == T0 + timedelta(minutes=11)
 
 
-def test_listing_since_returns_only_rows_written_since(store: SqlTriggerStore) -> None:
+def test_listing_since_returns_only_rows_written_since(store: TriggerStore) -> None:
     store.apply([spec("a"), spec("b")], now=T0, source_digest="d1")
     store.set_paused("b", paused=True, note=None, now=T0 + timedelta(minutes=5))
     changed = store.list_triggers(changed_since=T0 + timedelta(minutes=1))

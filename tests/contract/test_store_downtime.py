@@ -1,5 +1,5 @@
-"""Downtime: the heartbeat that ends a silence of every daemon records it (SQLite and
-PostgreSQL)."""
+"""Downtime: the heartbeat that ends a silence of every daemon records it (every store:
+memory, SQLite and PostgreSQL)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from looms_runtime.db import Database
 from triggers.clock import utc
-from triggers.store.protocol import Heartbeat, RecordedDowntime, silence_limit
+from triggers.store.protocol import Heartbeat, RecordedDowntime, TriggerStore, silence_limit
 from triggers.store.sql import SqlTriggerStore
 
 T0 = utc(2026, 1, 1)
@@ -18,8 +18,8 @@ LIMIT = silence_limit(timedelta(seconds=5))  # 20 s
 
 
 @pytest.fixture
-def store(reused_database: Database) -> SqlTriggerStore:
-    return SqlTriggerStore(reused_database)
+def store(any_store: TriggerStore) -> TriggerStore:
+    return any_store
 
 
 def beat(owner: str, at: datetime, *, started_at: datetime | None = None) -> Heartbeat:
@@ -33,12 +33,12 @@ def beat(owner: str, at: datetime, *, started_at: datetime | None = None) -> Hea
     )
 
 
-def everything(store: SqlTriggerStore) -> list[RecordedDowntime]:
+def everything(store: TriggerStore) -> list[RecordedDowntime]:
     return store.downtime(since=T0 - timedelta(days=365), until=T0 + timedelta(days=365))
 
 
 def test_a_daemon_starting_after_the_last_one_fell_silent_records_the_gap_once(
-    store: SqlTriggerStore,
+    store: TriggerStore,
 ) -> None:
     store.heartbeat(beat("a", T0), down_after=LIMIT)
     store.heartbeat(beat("a", T0 + timedelta(seconds=5)), down_after=LIMIT)
@@ -50,19 +50,19 @@ def test_a_daemon_starting_after_the_last_one_fell_silent_records_the_gap_once(
     ]
 
 
-def test_the_first_daemon_ever_records_nothing(store: SqlTriggerStore) -> None:
+def test_the_first_daemon_ever_records_nothing(store: TriggerStore) -> None:
     store.heartbeat(beat("a", T0), down_after=LIMIT)
     assert everything(store) == []
 
 
-def test_no_downtime_while_another_daemon_is_alive(store: SqlTriggerStore) -> None:
+def test_no_downtime_while_another_daemon_is_alive(store: TriggerStore) -> None:
     store.heartbeat(beat("a", T0), down_after=LIMIT)
     store.heartbeat(beat("b", T0 + LIMIT), down_after=LIMIT)  # a's last beat: LIMIT ago
     store.heartbeat(beat("a", T0 + LIMIT * 2), down_after=LIMIT)  # b beat since
     assert everything(store) == []
 
 
-def test_a_daemon_that_itself_fell_silent_records_its_silence(store: SqlTriggerStore) -> None:
+def test_a_daemon_that_itself_fell_silent_records_its_silence(store: TriggerStore) -> None:
     store.heartbeat(beat("a", T0), down_after=LIMIT)
     woke = T0 + timedelta(minutes=40)  # the host slept
     store.heartbeat(beat("a", woke, started_at=T0), down_after=LIMIT)
@@ -71,14 +71,14 @@ def test_a_daemon_that_itself_fell_silent_records_its_silence(store: SqlTriggerS
     assert stored.last_tick_at == woke
 
 
-def test_without_down_after_a_heartbeat_only_records_liveness(store: SqlTriggerStore) -> None:
+def test_without_down_after_a_heartbeat_only_records_liveness(store: TriggerStore) -> None:
     store.heartbeat(beat("a", T0))
     store.heartbeat(beat("b", T0 + timedelta(days=2)))
     assert everything(store) == []
     assert {b.owner for b in store.heartbeats()} == {"a", "b"}
 
 
-def test_a_clock_stepped_back_is_no_downtime(store: SqlTriggerStore) -> None:
+def test_a_clock_stepped_back_is_no_downtime(store: TriggerStore) -> None:
     store.heartbeat(beat("a", T0), down_after=LIMIT)
     back = T0 - timedelta(hours=1)
     store.heartbeat(beat("a", back), down_after=LIMIT)
@@ -88,7 +88,7 @@ def test_a_clock_stepped_back_is_no_downtime(store: SqlTriggerStore) -> None:
 
 
 def test_downtime_is_read_by_overlap_with_the_window_and_pruned_by_its_end(
-    store: SqlTriggerStore,
+    store: TriggerStore,
 ) -> None:
     hour = timedelta(hours=1)
     for number, hours in enumerate((0, 1, 3, 4, 6)):  # each start ends a silence
@@ -104,8 +104,9 @@ def test_downtime_is_read_by_overlap_with_the_window_and_pruned_by_its_end(
 
 
 def test_daemons_starting_together_after_an_outage_record_it_once(
-    store: SqlTriggerStore, reused_database: Database
+    reused_database: Database,
 ) -> None:
+    store = SqlTriggerStore(reused_database)
     store.heartbeat(beat("old", T0), down_after=LIMIT)
     back = T0 + timedelta(hours=1)
     others = [Database(reused_database.url.render_as_string(hide_password=False)) for _ in range(3)]

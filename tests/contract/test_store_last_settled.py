@@ -9,8 +9,7 @@ import pytest
 from looms_runtime.db import Database
 from tests.factories import spec
 from triggers.clock import utc
-from triggers.store.protocol import Claim, ClaimRequest, Launch, Settlement
-from triggers.store.sql import SqlTriggerStore
+from triggers.store.protocol import Claim, ClaimRequest, Launch, Settlement, TriggerStore
 
 T0 = utc(2026, 1, 1)
 
@@ -21,11 +20,12 @@ def database(reused_database: Database) -> Database:
 
 
 @pytest.fixture
-def store(database: Database) -> SqlTriggerStore:
-    return SqlTriggerStore(database)
+def store(any_store: TriggerStore) -> TriggerStore:
+    """Each implementation; a test that takes a database is the SQL store's alone."""
+    return any_store
 
 
-def _settle(store: SqlTriggerStore, trigger_id: str, minute: int, state: str) -> None:
+def _settle(store: TriggerStore, trigger_id: str, minute: int, state: str) -> None:
     at = T0 + timedelta(minutes=minute)
     [claim] = store.claim(
         [ClaimRequest(trigger_id=trigger_id, occurrence_at=at, expected_revision=1)],
@@ -44,7 +44,7 @@ def _settle(store: SqlTriggerStore, trigger_id: str, minute: int, state: str) ->
 
 
 def test_last_settled_gives_each_triggers_latest_success_and_failure(
-    store: SqlTriggerStore,
+    store: TriggerStore,
 ) -> None:
     store.apply([spec("a"), spec("b"), spec("c")], now=T0)
     _settle(store, "a", 1, "completed")

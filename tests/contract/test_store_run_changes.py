@@ -1,6 +1,6 @@
 """What the runtime tells the store about runs: settlements, blocking runs, gone daemons.
 
-Run against SQLite and PostgreSQL.
+Run against the memory store, SQLite and PostgreSQL.
 """
 
 from __future__ import annotations
@@ -17,7 +17,15 @@ from triggers.clock import utc
 from triggers.errors import RunnerError, RunnerRefusedError, TriggersError
 from triggers.model import Action, FireRecord, Outcome, Overlap, Reason
 from triggers.scheduler.liveness import UnknownHost, gone_owners
-from triggers.store.protocol import Claim, ClaimRequest, Heartbeat, HistoryQuery, Launch, RunChange
+from triggers.store.protocol import (
+    Claim,
+    ClaimRequest,
+    Heartbeat,
+    HistoryQuery,
+    Launch,
+    RunChange,
+    TriggerStore,
+)
 from triggers.store.sql import SqlTriggerStore
 
 T0 = utc(2026, 1, 1)
@@ -25,11 +33,12 @@ LEASE = timedelta(minutes=5)
 
 
 @pytest.fixture
-def store(reused_database: Database) -> SqlTriggerStore:
-    return SqlTriggerStore(reused_database)
+def store(any_store: TriggerStore) -> TriggerStore:
+    """Each implementation; a test that takes a database is the SQL store's alone."""
+    return any_store
 
 
-def claim(store: SqlTriggerStore, trigger_id: str, minute: int, *, owner: str = "a") -> Claim:
+def claim(store: TriggerStore, trigger_id: str, minute: int, *, owner: str = "a") -> Claim:
     at = T0 + timedelta(minutes=minute)
     [result] = store.claim(
         [ClaimRequest(trigger_id=trigger_id, occurrence_at=at, expected_revision=1)],
@@ -42,7 +51,7 @@ def claim(store: SqlTriggerStore, trigger_id: str, minute: int, *, owner: str = 
     return result
 
 
-def launched(store: SqlTriggerStore, trigger_id: str, minute: int, run_id: str) -> Claim:
+def launched(store: TriggerStore, trigger_id: str, minute: int, run_id: str) -> Claim:
     first = claim(store, trigger_id, minute)
     [record] = store.record_launched([Launch(claim=first, run_id=run_id)], now=first.occurrence_at)
     assert isinstance(record, FireRecord), record
@@ -50,14 +59,15 @@ def launched(store: SqlTriggerStore, trigger_id: str, minute: int, run_id: str) 
     return first
 
 
-def outcomes(store: SqlTriggerStore, trigger_id: str) -> list[tuple[Outcome, Reason | None]]:
+def outcomes(store: TriggerStore, trigger_id: str) -> list[tuple[Outcome, Reason | None]]:
     rows = store.history(HistoryQuery(trigger_id=trigger_id))
     return [(row.outcome, row.reason) for row in reversed(rows)]
 
 
 def test_a_settlement_inside_the_callers_transaction_settles_the_ledger_row(
-    store: SqlTriggerStore, reused_database: Database
+    reused_database: Database,
 ) -> None:
+    store = SqlTriggerStore(reused_database)
     store.apply([spec("a")], now=T0)
     launched(store, "a", 1, "run-1")
 
@@ -75,7 +85,7 @@ def test_a_settlement_inside_the_callers_transaction_settles_the_ledger_row(
 
 
 def test_a_parked_run_blocks_its_trigger_and_later_occurrences_name_it(
-    store: SqlTriggerStore,
+    store: TriggerStore,
 ) -> None:
     store.apply([spec("a", overlap=Overlap.SKIP)], now=T0)
     launched(store, "a", 1, "run-1")
@@ -97,7 +107,7 @@ def test_a_parked_run_blocks_its_trigger_and_later_occurrences_name_it(
     )
 
 
-def test_a_run_leaving_parked_or_settling_unblocks_its_trigger(store: SqlTriggerStore) -> None:
+def test_a_run_leaving_parked_or_settling_unblocks_its_trigger(store: TriggerStore) -> None:
     store.apply([spec("a"), spec("b")], now=T0)
     launched(store, "a", 1, "run-a")
     launched(store, "b", 1, "run-b")
@@ -122,7 +132,7 @@ def test_a_run_leaving_parked_or_settling_unblocks_its_trigger(store: SqlTrigger
 
 
 def test_an_unblock_for_another_run_leaves_the_blocking_run_in_place(
-    store: SqlTriggerStore,
+    store: TriggerStore,
 ) -> None:
     store.apply([spec("a", overlap=Overlap.ALLOW)], now=T0)
     store.record_run_changes([RunChange(trigger_id="a", run_id="run-1", state="parked")], now=T0)
@@ -134,7 +144,7 @@ def test_an_unblock_for_another_run_leaves_the_blocking_run_in_place(
 
 
 def test_a_launch_whose_record_was_lost_is_recorded_when_its_run_changes(
-    store: SqlTriggerStore,
+    store: TriggerStore,
 ) -> None:
     store.apply([spec("a")], now=T0)
     pending = claim(store, "a", 1)  # the runtime started it; the ledger never heard
@@ -160,7 +170,7 @@ def test_a_launch_whose_record_was_lost_is_recorded_when_its_run_changes(
 
 
 def test_the_reservations_of_a_gone_daemon_are_taken_before_their_lease_ends(
-    store: SqlTriggerStore,
+    store: TriggerStore,
 ) -> None:
     store.apply([spec("a")], now=T0)
     claim(store, "a", 1, owner="dead")
@@ -203,7 +213,7 @@ def test_a_daemon_is_gone_when_it_stopped_or_stopped_ticking_for_an_owner_lease(
 
 
 def test_fires_launched_within_the_claim_are_recorded_launched_in_one_commit(
-    store: SqlTriggerStore,
+    store: TriggerStore,
 ) -> None:
     store.apply([spec("a"), spec("b"), spec("c")], now=T0)
     seen: list[str] = []

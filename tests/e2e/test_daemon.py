@@ -183,9 +183,9 @@ def test_query_commands_speak_json_and_exit_codes(cli: Cli, tmp_path: Path) -> N
     upcoming = cli.json(
         "next", "nightly", "-n", "2", "--after", "2026-03-28T12:00:00Z", "--config", str(config)
     )
-    assert upcoming == [
-        {"occurrence": "2026-03-29T01:00:00.000Z", "local": "2026-03-29T03:00:00+02:00"},
-        {"occurrence": "2026-03-30T00:30:00.000Z", "local": "2026-03-30T02:30:00+02:00"},
+    assert [(u["occurrence"], u["local"], u["dst"]) for u in upcoming] == [
+        ("2026-03-29T01:00:00.000Z", "2026-03-29T03:00:00+02:00", "moved"),
+        ("2026-03-30T00:30:00.000Z", "2026-03-30T02:30:00+02:00", None),
     ]
     cli.run("apply", str(config))
     [row] = cli.json("list")

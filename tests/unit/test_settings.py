@@ -15,7 +15,15 @@ OPTION_DEFAULTS = {
     if field.default is not dataclasses.MISSING
 }
 # Options that are the daemon's business, not an operator's.
-NOT_SETTINGS = {"owner", "version", "plan_limit", "housekeeping_delay"}
+# The last two are for a scheduler that runs a simulation, not for a daemon.
+NOT_SETTINGS = {
+    "owner",
+    "version",
+    "plan_limit",
+    "housekeeping_delay",
+    "heartbeat_interval",
+    "inline",
+}
 
 
 def other_value(value: Any) -> Any:

@@ -101,6 +101,8 @@ class TriggerRow(Document):
     revision: int
     flow: str
     next_fire: Instant | None
+    no_next_fire_reason: str | None
+    next_fire_dst: str | None
     last_outcome: str | None
     last_occurrence: Instant | None
     active_run_id: str | None
@@ -129,6 +131,10 @@ class FireRow(Document):
 class NextFire(Document):
     occurrence: Instant
     local: str = Field(description="ISO-8601 with the trigger's offset.")
+    fires_at: Instant = Field(description="The occurrence plus its jitter.")
+    dst: str | None = Field(description="What a daylight-saving change did to it, if anything.")
+    dst_note: str | None
+    stops_after: str | None = Field(description="On the last: why no fire follows it.")
 
 
 class ActorAt(Document):
@@ -182,6 +188,7 @@ class TriggerDescription(Document):
     revisions: list[RevisionRow]
     last_fires: list[FireRow]
     next_fires: list[NextFire]
+    no_next_fire_reason: str | None
     actions: list[AuditRow]
 
 

@@ -89,14 +89,17 @@ def next_fires(
     trigger_id: TriggerId,
     count: Annotated[int, Query(ge=1, le=10_000, description="How many.")] = 5,
     after: Annotated[
-        str | None, Query(description="Start after this time (default: now)."), TimeText
+        str | None, Query(description="Start after this time, as if it were now."), TimeText
     ] = None,
 ) -> Json:
-    """The next occurrences, in UTC and in the trigger's zone (`triggers next ID --json`)."""
+    """The next occurrences the daemon will fire, in UTC and in the trigger's zone, with
+    what daylight-saving time did to them (`triggers next ID --json`)."""
     now = ctx.clock.now()
-    start = parse_time(after, now=now) if after is not None else now
-    spec = services.require_trigger(ctx.store, trigger_id).spec
-    return Json(next_json(services.next_occurrences(spec, after=start, count=count)))
+    trigger = services.require_trigger(ctx.store, trigger_id)
+    # Occurrences up to the watermark are decided already (in the ledger).
+    start = parse_time(after, now=now) if after is not None else max(now, trigger.watermark_at)
+    found = services.upcoming(trigger.spec, trigger=trigger, after=start, count=count)
+    return Json(next_json(found))
 
 
 def _history(

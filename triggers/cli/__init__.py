@@ -13,6 +13,7 @@ from triggers.cli import (  # noqa: F401 (importing registers the commands)
     _audit,
     _commands,
     _fires,
+    _foresight,
     _runs,
     _status,
     _timeline,

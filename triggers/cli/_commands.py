@@ -1,24 +1,19 @@
-"""Commands about the daemon, declarations files and schedules: run, validate, next, db upgrade."""
+"""Commands about the daemon and declarations files: run, validate, db upgrade."""
 
 from __future__ import annotations
 
 import signal
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
 from triggers.cli._app import app, db_app, options
-from triggers.cli._backend import environment, open_database_for_upgrade, open_store
-from triggers.cli._common import clock, errors, output_of, quiet_logging
-from triggers.cli._output import JsonOpt, OutputOpt, emit, table
-from triggers.clock import iso
+from triggers.cli._backend import environment, open_database_for_upgrade
+from triggers.cli._common import errors, output_of
+from triggers.cli._output import JsonOpt, OutputOpt, emit
 from triggers.errors import InputError
-from triggers.times import parse_time
-
-if TYPE_CHECKING:
-    from triggers.declarations import Declarations
 
 
 def declarations_file(file: Path | None) -> Path:
@@ -99,40 +94,6 @@ def validate(file: FileArg = None, as_json: JsonOpt = False, output: OutputOpt =
                 f"{path}: valid ({len(declarations.flows)} flows, "
                 f"{len(declarations.triggers)} triggers)\n"
             )
-
-
-@app.command("next")
-def next_command(
-    trigger_id: Annotated[str, typer.Argument(metavar="ID")],
-    count: Annotated[int, typer.Option("-n", "--count", min=1, max=10_000)] = 5,
-    after: Annotated[str | None, typer.Option("--after", help="Start after this time.")] = None,
-    config: Annotated[
-        Path | None,
-        typer.Option("--config", "-c", help="Read the trigger from this file, not the store."),
-    ] = None,
-    as_json: JsonOpt = False,
-) -> None:
-    """The next N occurrences of a trigger (UTC and local)."""
-    from triggers import services  # noqa: PLC0415
-    from triggers.declarations import load_declarations  # noqa: PLC0415
-
-    with errors(as_json):
-        quiet_logging()
-        start = parse_time(after, now=clock.now()) if after else clock.now()
-        if config is not None:
-            declarations: Declarations = load_declarations(config)
-            spec = services.find_spec(declarations, trigger_id)
-        else:
-            with open_store() as store:
-                spec = services.require_trigger(store, trigger_id).spec
-        found = services.next_occurrences(spec, after=start, count=count)
-        if as_json:
-            emit([{"occurrence": iso(utc), "local": local.isoformat()} for utc, local in found])
-            return
-        table(
-            ["occurrence (utc)", f"local ({spec.timezone})"],
-            [[iso(utc), local.isoformat()] for utc, local in found],
-        )
 
 
 @db_app.command("upgrade")

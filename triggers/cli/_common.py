@@ -19,7 +19,7 @@ import typer
 from triggers.cli._app import options
 from triggers.cli._output import JsonOpt, Output, emit, table
 from triggers.clock import SystemClock
-from triggers.documents import fire_json, opt_iso
+from triggers.documents import fire_json, opt_iso, upcoming_json
 from triggers.errors import ExitCode, TriggersError
 from triggers.times import parse_time, show_time
 
@@ -40,6 +40,7 @@ __all__ = [
     "parse_time",
     "quiet_logging",
     "table",
+    "upcoming_json",
 ]
 
 clock = SystemClock()
@@ -69,13 +70,14 @@ def shown(value: datetime | None) -> str | None:
     return show_time(value, local=options.local)
 
 
-def quiet_logging(_settings: object = None) -> None:
-    """Send logs (the runtime's, a library's) to stderr at warning level, never to stdout.
+def quiet_logging(_settings: object = None, *, level: str = "warning") -> None:
+    """Send logs (the runtime's, a library's) to stderr at warning level (or `level`),
+    never to stdout.
 
     Only commands that load code which logs call this: structlog costs start-up time."""
     from triggers.log import configure_logging, wants_json  # noqa: PLC0415
 
-    configure_logging(json=wants_json(options.log_format), level="warning")
+    configure_logging(json=wants_json(options.log_format), level=level)
 
 
 def current_settings(**overrides: Any) -> Settings:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -49,13 +49,21 @@ def list_command(as_json: JsonOpt = False, output: OutputOpt = None) -> None:
                     r["timezone"],
                     r["overlap"],
                     r["state"] + (f" by {r['blocked_by']}" if r["blocked_by"] else ""),
-                    shown(view.next_fire_at),
+                    _next_fire_cell(view),
                     r["last_outcome"],
                     r["active_run_id"],
                 ]
                 for r, view in zip(rows, found, strict=True)
             ],
         )
+
+
+def _next_fire_cell(view: Any) -> str | None:
+    """The next fire, marked when DST moved it; or, when there is none, why."""
+    if view.next_fire is None:
+        return None if view.no_next_fire is None else f"none ({view.no_next_fire})"
+    shift = view.next_fire.shift
+    return f"{shown(view.next_fire_at)}" + (f" (DST {shift.kind})" if shift else "")
 
 
 @app.command()
@@ -81,6 +89,8 @@ def describe(
 
 
 def _describevalue_text(found: TriggerDescription) -> None:
+    from triggers.scheduler.occurrences import describe_shift  # noqa: PLC0415
+
     trigger, write = found.trigger, sys.stdout.write
     write(f"trigger {trigger.id} (revision {trigger.revision}): {found.state}\n")
     if trigger.paused:
@@ -115,9 +125,12 @@ def _describevalue_text(found: TriggerDescription) -> None:
             write(f"      {change.key}: {value_text(change.old)} -> {value_text(change.new)}\n")
     write(f"last {len(found.last_fires)} fires:\n")
     table(FIRE_HEADERS, [fire_table_row(record) for record in found.last_fires])
-    write(f"next {len(found.next_fires)} fires:\n")
-    for utc, local in found.next_fires:
-        write(f"  {shown(utc)}  ({local.isoformat()} {trigger.spec.timezone})\n")
+    why = f" (then none: {found.no_next_fire})" if found.no_next_fire else ""
+    write(f"next {len(found.next_fires)} fires{why}:\n")
+    for fire in found.next_fires:
+        local = f"{fire.local.isoformat()} {trigger.spec.timezone}"
+        note = f"  {describe_shift(fire.shift)}" if fire.shift else ""
+        write(f"  {shown(fire.occurrence_at)}  ({local}){note}\n")
     write("operator actions (triggers audit-log --trigger ID for more):\n")
     for entry in found.actions:
         note = f": {entry.note}" if entry.note else ""

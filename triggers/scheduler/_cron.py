@@ -31,6 +31,7 @@ from croniter import (  # noqa: TID251 - this package is where cron math is allo
 
 from triggers.errors import ScheduleError
 from triggers.scheduler._cron_days import LAST, CronCalendar, DayFields
+from triggers.scheduler._dst import DstShift, cron_shift
 from triggers.scheduler._timeline import (
     CountableSchedule,
     Span,
@@ -326,6 +327,10 @@ class CronOccurrences(CountableSchedule):
             # A fixed-time candidate is at or after the old wall: past the repeated walls.
             segment, offset = transition.at, transition.after
         return None
+
+    def dst_shift(self, at: datetime) -> DstShift | None:
+        """What a daylight-saving change did to the occurrence at `at`."""
+        return cron_shift(self._rule, self._timeline, floor_s(at))
 
     def _span(self, after: datetime, until: datetime) -> Span | None:
         segment, offset, wall = self._search_from(after)

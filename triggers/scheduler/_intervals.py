@@ -17,6 +17,7 @@ from datetime import date, datetime, timedelta
 from triggers.clock import from_ms, to_ms
 from triggers.errors import ScheduleError
 from triggers.model import CalendarSchedule
+from triggers.scheduler._dst import DstShift, fixed_shift
 from triggers.scheduler._timeline import (
     CountableSchedule,
     Span,
@@ -76,11 +77,27 @@ class EveryOccurrences(CountableSchedule):
 
 
 class AtOccurrences(CountableSchedule):
-    """A single instant."""
+    """A single instant; `wall` and `timeline` when it was given as a wall time."""
 
-    def __init__(self, at: datetime, *, start_at: datetime | None, end_at: datetime | None) -> None:
+    def __init__(
+        self,
+        at: datetime,
+        *,
+        start_at: datetime | None,
+        end_at: datetime | None,
+        wall: int | None = None,
+        timeline: ZoneTimeline | None = None,
+    ) -> None:
         super().__init__(start_at=start_at, end_at=end_at)
         self._at = at
+        self._wall = wall
+        self._timeline = timeline
+
+    def dst_shift(self, at: datetime) -> DstShift | None:
+        """What a daylight-saving change did to the instant, given as a wall time."""
+        if self._wall is None or self._timeline is None or at != self._at:
+            return None
+        return fixed_shift(self._timeline, self._wall, floor_s(at))
 
     def _next_after(self, after: datetime) -> datetime | None:
         return self._at if self._at > after else None
@@ -157,19 +174,32 @@ class CalendarOccurrences(CountableSchedule):
             index, at_s = index - 1, earlier_s
         return index, at_s
 
+    def dst_shift(self, at: datetime) -> DstShift | None:
+        """What a daylight-saving change did to the occurrence at `at`."""
+        at_s = floor_s(at)
+        index, found_s = self._first_after(at_s - 1)
+        wall = self._wall(index)
+        if found_s != at_s or wall is None:
+            return None
+        return fixed_shift(self._timeline, wall, at_s)
+
     def _occurrence(self, index: int) -> int:
         """The instant (epoch seconds) of the index-th occurrence, or `_NEVER`."""
+        wall = self._wall(index)
+        return _NEVER if wall is None else self._timeline.resolve_fixed(wall)
+
+    def _wall(self, index: int) -> int | None:
+        """The wall time of the index-th occurrence, or None past year 9999."""
         year, month = divmod(self._anchor_month + index * self._months, 12)
         if year > date.max.year - 1:
-            return _NEVER
+            return None
         last_day = calendar.monthrange(year, month + 1)[1]
         try:
             day = date(year, month + 1, min(self._day_of_month, last_day))
             day += timedelta(days=index * self._days)
         except OverflowError:
-            return _NEVER
-        wall = (day.toordinal() - _ORDINAL_1970) * _DAY_S + self._time_of_day_s
-        return self._timeline.resolve_fixed(wall)
+            return None
+        return (day.toordinal() - _ORDINAL_1970) * _DAY_S + self._time_of_day_s
 
 
 def compile_calendar(

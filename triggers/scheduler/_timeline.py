@@ -12,9 +12,13 @@ import functools
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from triggers.errors import ScheduleError
+
+if TYPE_CHECKING:
+    from triggers.scheduler._dst import DstShift
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 TICK = timedelta(microseconds=1)
@@ -34,7 +38,8 @@ def instant(seconds: int) -> datetime:
 
 def floor_s(at: datetime) -> int:
     """Epoch seconds of an aware datetime, rounded down."""
-    return (at - EPOCH) // timedelta(seconds=1)
+    elapsed = at - EPOCH  # normalised: 0 <= seconds < 86400, microseconds >= 0
+    return elapsed.days * 86_400 + elapsed.seconds
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,14 +80,28 @@ class CountableSchedule(ABC):
     def __init__(self, *, start_at: datetime | None, end_at: datetime | None) -> None:
         self._floor = None if start_at is None else start_at - TICK
         self._end_at = end_at
+        # The last two answers: the loop asks for the occurrence after the watermark,
+        # then after that one, and the next tick asks the same again.
+        self._memo: tuple[datetime | None, datetime | None, datetime | None, datetime | None] = (
+            None,
+            None,
+            None,
+            None,
+        )
 
     def next_after(self, after: datetime) -> datetime | None:
         """The first occurrence strictly after `after`, or None when there is none."""
         if self._floor is not None and after < self._floor:
             after = self._floor
+        memo = self._memo
+        if after == memo[0]:
+            return memo[1]
+        if after == memo[2]:
+            return memo[3]
         found = self._next_after(after)
-        if found is None or (self._end_at is not None and found > self._end_at):
-            return None
+        if found is not None and self._end_at is not None and found > self._end_at:
+            found = None
+        self._memo = (after, found, memo[0], memo[1])
         return found
 
     def span(self, after: datetime, until: datetime) -> Span | None:
@@ -94,6 +113,10 @@ class CountableSchedule(ABC):
         if until <= after:
             return None
         return self._span(after, until)
+
+    def dst_shift(self, at: datetime) -> DstShift | None:
+        """What a daylight-saving change did to the occurrence `at` (see `_dst`)."""
+        return None
 
     @abstractmethod
     def _next_after(self, after: datetime) -> datetime | None: ...

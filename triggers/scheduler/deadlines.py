@@ -32,9 +32,15 @@ class DeadlineRunner:
         start_timeout: timedelta,
         inspect_timeout: timedelta,
         cancel_timeout: timedelta,
+        inline: bool = False,
     ) -> None:
         self.runner = runner
-        self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="runner")
+        # Inline: the runner answers at once, so a call needs neither a thread nor a deadline.
+        self._pool = (
+            None
+            if inline
+            else ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="runner")
+        )
         self._start_timeout = start_timeout.total_seconds()
         self._inspect_timeout = inspect_timeout.total_seconds()
         self._cancel_timeout = cancel_timeout.total_seconds()
@@ -58,9 +64,12 @@ class DeadlineRunner:
 
     def close(self) -> None:
         # Calls still running belong to the runtime; nobody waits for them now.
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
 
     def _call(self, function: Callable[[], T], timeout: float, what: str) -> T:
+        if self._pool is None:
+            return _answer(function, what)
         future: Future[T] = self._pool.submit(function)
         try:
             return future.result(timeout=timeout)
@@ -73,3 +82,13 @@ class DeadlineRunner:
             raise
         except Exception as exc:  # a runner bug must not kill the caller
             raise RunnerError(f"the runner failed the {what}: {exc!r}") from exc
+
+
+def _answer(function: Callable[[], T], what: str) -> T:
+    """Call `function` here, its errors as the pool's calls give them."""
+    try:
+        return function()
+    except TriggersError:
+        raise
+    except Exception as exc:  # a runner bug must not kill the caller
+        raise RunnerError(f"the runner failed the {what}: {exc!r}") from exc

@@ -43,7 +43,6 @@ __all__ = ["Scheduler", "SchedulerOptions"]
 log = structlog.get_logger()
 
 _PRUNE_EVERY = timedelta(hours=1)
-_HEARTBEAT_EVERY = timedelta(seconds=1)
 _MAX_HOUSEKEEPING_DEFER = timedelta(seconds=10)
 _FULL_LISTING_EVERY = timedelta(minutes=10)
 _SYNC_BATCH = 2_000
@@ -77,6 +76,7 @@ class Scheduler:
             start_timeout=options.start_timeout,
             inspect_timeout=options.inspect_timeout,
             cancel_timeout=options.cancel_timeout,
+            inline=options.inline,
         )
         self.monitor = Monitor(
             store=store,
@@ -94,6 +94,7 @@ class Scheduler:
             on_launched=self._on_launched,
             on_deferred=self._retry_pending_at,
             metrics=self.metrics,
+            workers=0 if options.inline else 2,
         )
         self.pending = PendingPass(
             store=store,
@@ -139,9 +140,10 @@ class Scheduler:
     # -- lifecycle ------------------------------------------------------------------
 
     def start(self) -> None:
-        """Start the launcher and monitor threads."""
-        self.launcher.start()
-        self.monitor.start()
+        """Start the launcher and monitor threads (none when inline)."""
+        if not self._options.inline:
+            self.launcher.start()
+            self.monitor.start()
 
     def run(self) -> None:
         """Tick until `stop()`; then close (finish launches, detach monitors)."""
@@ -151,6 +153,8 @@ class Scheduler:
                 # Cleared before the tick, not after the wait: a wake-up asked for
                 # while the tick runs (a run settled) must not be lost.
                 self._wake.clear()
+                if self._options.inline:
+                    self.monitor.record_reported()  # the monitor thread's part
                 self.progress.tick_started()
                 wake_at = self.tick()
                 delay = (wake_at - self._clock.now()).total_seconds()
@@ -286,7 +290,7 @@ class Scheduler:
 
     def _beat(self, now: datetime, *, stopped: bool = False) -> None:
         last = self._last_heartbeat_at
-        if not stopped and last is not None and now - last < _HEARTBEAT_EVERY:
+        if not stopped and last is not None and now - last < self._options.heartbeat_interval:
             return
         self._last_heartbeat_at = now
         try:

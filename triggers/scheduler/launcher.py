@@ -129,7 +129,11 @@ class Launcher:
             worker.start()
 
     def submit(self, claims: Sequence[Claim]) -> None:
+        """Launch `claims` on a worker thread; without workers (inline), here and now."""
         if not claims:
+            return
+        if not self._workers:
+            self._launch_batch(list(claims))
             return
         with self._idle:
             self._in_flight += len(claims)
@@ -177,13 +181,17 @@ class Launcher:
                     break
                 batch.extend(item)
             try:
-                self._launch(batch)
-            except Exception:
-                log.exception("launch_failed", count=len(batch))
+                self._launch_batch(batch)
             finally:
                 with self._idle:
                     self._in_flight -= len(batch)
                     self._idle.notify_all()
+
+    def _launch_batch(self, batch: list[Claim]) -> None:
+        try:
+            self._launch(batch)
+        except Exception:
+            log.exception("launch_failed", count=len(batch))
 
     def _launch(self, batch: list[Claim]) -> None:
         ready = [claim for claim in batch if self._supersede(claim)]

@@ -73,7 +73,8 @@ class Monitor:
         self._stop.set()
         with self._wake:
             self._wake.notify_all()
-        self._thread.join(timeout=5)
+        if self._thread.ident is not None:  # never started when the loop runs inline
+            self._thread.join(timeout=5)
 
     def watch(self, trigger_id: str, run_id: str) -> None:
         with self._wake:
@@ -103,6 +104,12 @@ class Monitor:
         with self._wake:
             self._reported[run_id] = status
             self._wake.notify_all()
+
+    def record_reported(self) -> None:
+        """Record what the runner reported (the monitor thread's work, for a loop that
+        runs inline, without that thread)."""
+        if self._reported:  # read without the lock: inline, nothing else writes it
+            self._record(self._collect_reported(), reported=True)
 
     def check_now(self) -> None:
         """Record what was reported and inspect every watched run (tests and recovery)."""

@@ -32,22 +32,33 @@ from triggers.model import (
     Schedule,
 )
 from triggers.scheduler._cron import CronOccurrences, parse_cron
+from triggers.scheduler._dst import DstShift, describe_shift
 from triggers.scheduler._intervals import (
     CALENDAR_ANCHOR,
     AtOccurrences,
     EveryOccurrences,
     compile_calendar,
 )
-from triggers.scheduler._timeline import TICK, CountableSchedule, Span, ZoneTimeline, load_zone
+from triggers.scheduler._timeline import (
+    TICK,
+    CountableSchedule,
+    Span,
+    ZoneTimeline,
+    floor_s,
+    load_zone,
+)
 
 __all__ = [
     "CALENDAR_ANCHOR",
     "CompiledSchedule",
+    "DstShift",
     "DuePlan",
     "MissedRange",
     "OccurrenceSpan",
     "compile_schedule",
     "count_occurrences",
+    "describe_shift",
+    "dst_shift",
     "jitter_delay",
     "load_timezone",
     "next_occurrences",
@@ -157,7 +168,20 @@ def compile_schedule(
             return compile_calendar(schedule, timeline, start_at=start_at, end_at=end_at)
         case AtSchedule(at=at):
             exact = from_ms(to_ms(timeline.as_instant(at)))
-            return AtOccurrences(exact, start_at=start_at, end_at=end_at)
+            wall = None if at.tzinfo is not None else floor_s(at.replace(tzinfo=UTC))
+            return AtOccurrences(
+                exact, start_at=start_at, end_at=end_at, wall=wall, timeline=timeline
+            )
+
+
+def dst_shift(schedule: CompiledSchedule, at: datetime) -> DstShift | None:
+    """What a daylight-saving change did to the occurrence `at` of `schedule`: moved it
+    out of a gap, merged several wall times into it, or fired a repeated wall time
+    twice. None when it fell at the wall time its schedule names, as usual, and for
+    `every` schedules, which measure elapsed time."""
+    if isinstance(schedule, CountableSchedule):
+        return schedule.dst_shift(at)
+    return None
 
 
 def next_occurrences(schedule: CompiledSchedule, *, after: datetime, count: int) -> list[datetime]:

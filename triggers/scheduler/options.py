@@ -26,6 +26,8 @@ class SchedulerOptions:
     cancel_timeout: timedelta = timedelta(seconds=30)
     concurrency: int = 8
     fire_retention: timedelta = timedelta(days=30)
+    heartbeat_interval: timedelta = timedelta(seconds=1)
+    """A tick records the daemon's heartbeat when the last one is this old."""
     heartbeat_retention: timedelta = timedelta(days=1)
     """Heartbeats of daemons silent for this long are deleted (hourly, with the ledger)."""
     shutdown_grace: timedelta = timedelta(seconds=10)
@@ -36,3 +38,8 @@ class SchedulerOptions:
     plan_limit: int = 10_000
     housekeeping_delay: timedelta = timedelta(milliseconds=200)
     """After a tick that launched, how long heartbeat/listing/pending wait (0: never)."""
+    inline: bool = False
+    """Launch, record and inspect on the calling thread, with no worker threads and no
+    deadlines, for a runner that answers at once (`triggers simulate`): the launcher
+    starts each batch as it is submitted, and the monitor records what the runner
+    reports when the loop asks (`Monitor.record_reported`), not on a thread of its own."""

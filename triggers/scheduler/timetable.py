@@ -15,7 +15,8 @@ import structlog
 
 from triggers.errors import ScheduleError
 from triggers.model import Trigger
-from triggers.scheduler.occurrences import CompiledSchedule, compile_schedule, jitter_delay
+from triggers.scheduler.forecast import fire_time, stop_reason
+from triggers.scheduler.occurrences import CompiledSchedule, compile_schedule
 
 log = structlog.get_logger()
 
@@ -151,16 +152,15 @@ def _compile(trigger: Trigger) -> CompiledSchedule | None:
 
 
 def _due_at(entry: Entry) -> datetime | None:
-    trigger = entry.trigger
-    spec = trigger.spec
-    if entry.schedule is None or not trigger.claimable:
-        return None
-    if spec.max_runs is not None and trigger.runs_launched >= spec.max_runs:
+    """What `triggers next` shows (`forecast`): the next occurrence after the
+    watermark, launched at its jitter, unless the trigger takes no claims now."""
+    trigger, spec = entry.trigger, entry.trigger.spec
+    stop = stop_reason(
+        spec, paused=trigger.paused, retired=trigger.retired, runs_launched=trigger.runs_launched
+    )
+    if entry.schedule is None or stop is not None:
         return None
     next_at = entry.schedule.next_after(entry.watermark_at)
     if next_at is None:
         return None
-    if spec.jitter:
-        following = entry.schedule.next_after(next_at)
-        return next_at + jitter_delay(spec.id, next_at, spec.jitter, following)
-    return next_at
+    return fire_time(spec, entry.schedule, next_at)

@@ -1,0 +1,210 @@
+"""What a simulation answers, and that `next` says what the simulated daemon does.
+
+(`tests/integration/test_simulation.py` checks the simulation against the daemon's
+own configuration on SQL stores.)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime, timedelta
+
+import pytest
+
+from tests.factories import spec
+from triggers.clock import utc
+from triggers.errors import InputError
+from triggers.model import AtSchedule, CronSchedule, Outcome, Reason, TriggerSpec
+from triggers.scheduler.forecast import forecast
+from triggers.scheduler.occurrences import compile_schedule, count_occurrences
+from triggers.simulation import ClockJump, Downtime, Edit, Interval, Pause, Scenario, simulate
+
+T0 = utc(2027, 3, 1)
+DAY = timedelta(days=1)
+HOUR = timedelta(hours=1)
+
+
+def test_a_month_of_a_daily_trigger_takes_a_tick_per_occurrence_and_poll() -> None:
+    result = simulate(
+        Scenario(specs=[spec("daily", cron="0 6 * * *")], start_at=T0, end_at=T0 + 30 * DAY)
+    )
+
+    assert [r.outcome for r in result.records] == [Outcome.COMPLETED] * 30
+    assert result.ticks <= 2 * 30 + 2  # never second by second: its fires and its polls
+    assert result.runs == 30
+
+
+def test_a_run_still_going_at_the_end_is_launched_and_the_end_is_inclusive() -> None:
+    result = simulate(
+        Scenario(
+            specs=[spec("hourly", every=HOUR)],
+            start_at=T0,
+            end_at=T0 + 2 * HOUR,
+            default_duration=timedelta(minutes=90),
+        )
+    )
+
+    assert [(r.occurrence_at, r.outcome, r.reason) for r in result.records] == [
+        (T0 + HOUR, Outcome.LAUNCHED, None),
+        (T0 + 2 * HOUR, Outcome.SKIPPED, Reason.OVERLAP),
+    ]
+
+
+def test_a_pause_to_the_end_is_recorded_up_to_the_end() -> None:
+    result = simulate(
+        Scenario(
+            specs=[spec("hourly", every=HOUR)],
+            start_at=T0,
+            end_at=T0 + 10 * HOUR,
+            pauses=[Pause(trigger_id="hourly", start_at=T0 + 3.5 * HOUR)],
+        )
+    )
+
+    paused = result.records[-1]
+    assert (paused.outcome, paused.reason, paused.count) == (Outcome.SKIPPED, Reason.PAUSED, 7)
+    assert (paused.occurrence_at, paused.last_occurrence_at) == (T0 + 4 * HOUR, T0 + 10 * HOUR)
+
+
+def test_downtime_is_given_on_the_ledger_clock_within_the_range() -> None:
+    result = simulate(
+        Scenario(
+            specs=[spec("hourly", every=HOUR)],
+            start_at=T0,
+            end_at=T0 + DAY,
+            downtimes=[
+                Downtime(start_at=T0 + 5 * HOUR, end_at=T0 + 6 * HOUR),
+                Downtime(start_at=T0 + 5.5 * HOUR, end_at=T0 + 7 * HOUR),  # overlapping: joined
+                Downtime(start_at=T0 + 20 * HOUR, end_at=T0 + 2 * DAY),  # cut at the end
+            ],
+            jumps=[ClockJump(at=T0 + 2 * HOUR, by=timedelta(minutes=30))],
+        )
+    )
+
+    shift = timedelta(minutes=30)
+    assert result.downtime == [
+        Interval(start_at=T0 + 5 * HOUR + shift, end_at=T0 + 7 * HOUR + shift),
+        Interval(start_at=T0 + 20 * HOUR + shift, end_at=T0 + DAY + shift),
+    ]
+    missed = [r for r in result.records if r.outcome is Outcome.MISSED]
+    assert [(r.occurrence_at, r.count) for r in missed] == [(T0 + 6 * HOUR, 1)]
+
+
+def test_an_edit_applies_a_new_declaration_and_retires_what_it_lacks() -> None:
+    result = simulate(
+        Scenario(
+            specs=[spec("a", every=HOUR), spec("b", every=HOUR)],
+            start_at=T0,
+            end_at=T0 + 6 * HOUR,
+            edits=[Edit(at=T0 + 3.5 * HOUR, specs=[spec("a", every=2 * HOUR)])],
+        )
+    )
+
+    fired = {(r.trigger_id, r.occurrence_at.hour) for r in result.records}
+    assert fired == {("a", 1), ("a", 2), ("a", 3), ("a", 4), ("a", 6), ("b", 1), ("b", 2), ("b", 3)}
+
+
+def test_a_pause_of_a_trigger_not_declared_yet_is_refused_naming_the_option() -> None:
+    scenario = Scenario(
+        specs=[spec("a", every=HOUR)],
+        start_at=T0,
+        end_at=T0 + 6 * HOUR,
+        pauses=[Pause(trigger_id="later", start_at=T0 + HOUR)],
+        edits=[Edit(at=T0 + 2 * HOUR, specs=[spec("a", every=HOUR), spec("later", every=HOUR)])],
+    )
+
+    with pytest.raises(InputError, match="--pause later@"):
+        simulate(scenario)
+
+
+def _berlin(declared: TriggerSpec) -> TriggerSpec:
+    return dataclasses.replace(declared, timezone="Europe/Berlin")
+
+
+FORECASTS = {
+    "dst-moved-fixed-time": _berlin(spec("backup", cron="30 2 * * *")),
+    "dst-merged-wall-times": _berlin(spec("merged", cron="0,30 2 * * *")),
+    "max-runs": spec("limited", cron="15 */6 * * *", max_runs=5),
+    "end": spec("ending", every=timedelta(hours=7), end_at=utc(2027, 3, 29, 12)),
+    "jitter": spec("jittered", cron="0 */4 * * *", jitter=timedelta(minutes=30)),
+    "at": spec("once", schedule=AtSchedule(at=utc(2027, 3, 28, 9))),
+    "calendar-like-cron": _berlin(spec("monthly", schedule=CronSchedule(expression="0 6 L * *"))),
+}
+
+
+@pytest.mark.parametrize("name", list(FORECASTS))
+def test_next_says_what_the_simulated_daemon_fires(name: str) -> None:
+    declared = FORECASTS[name]
+    start, end = utc(2027, 3, 26), utc(2027, 4, 2)
+    schedule = compile_schedule(
+        declared.schedule,
+        trigger_id=declared.id,
+        timezone=declared.timezone,
+        start_at=declared.start_at,
+        end_at=declared.end_at,
+    )
+    told = forecast(declared, schedule, after=start, count=1000)
+    result = simulate(Scenario(specs=[declared], start_at=start, end_at=end))
+
+    launched = [(r.occurrence_at, r.launched_at) for r in result.records if r.run_id]
+    # The ledger keeps instants to the millisecond.
+    assert launched == [(f.occurrence_at, _ms(f.fires_at)) for f in told.fires if f.fires_at <= end]
+    assert {r.outcome for r in result.records} <= {Outcome.COMPLETED, Outcome.LAUNCHED}
+
+
+def _ms(at: datetime) -> datetime:
+    return at.replace(microsecond=at.microsecond // 1000 * 1000)
+
+
+def test_a_range_without_a_daemon_leaves_an_empty_ledger() -> None:
+    result = simulate(
+        Scenario(
+            specs=[spec("hourly", every=HOUR)],
+            start_at=T0,
+            end_at=T0 + DAY,
+            downtimes=[Downtime(start_at=T0 - DAY, end_at=T0 + 2 * DAY)],
+        )
+    )
+
+    assert (result.records, result.downtime) == ([], [Interval(start_at=T0, end_at=T0 + DAY)])
+
+
+def test_the_rows_for_a_renderer_are_history_rows_and_downtime_spans() -> None:
+    from triggers.cli._common import fire_json
+    from triggers.cli._foresight import simulated_history
+
+    scenario = Scenario(
+        specs=[spec("hourly", every=HOUR)],
+        start_at=T0,
+        end_at=T0 + 6 * HOUR,
+        downtimes=[Downtime(start_at=T0 + 2.5 * HOUR, end_at=T0 + 4.5 * HOUR)],
+    )
+
+    rows, downtime = simulated_history(scenario)
+
+    assert rows == [fire_json(record) for record in simulate(scenario).records]
+    assert downtime == [(T0 + 2.5 * HOUR, T0 + 4.5 * HOUR)]
+    assert [row["outcome"] for row in rows] == [
+        "completed",
+        "completed",
+        "missed",
+        "completed",
+        "completed",
+        "launched",
+    ]
+
+
+def test_years_of_a_weekly_trigger_keep_every_occurrence() -> None:
+    result = simulate(
+        Scenario(
+            specs=[spec("weekly", cron="0 6 * * MON")],
+            start_at=T0,
+            end_at=T0 + 3 * 365 * DAY,
+            jumps=[ClockJump(at=T0 + DAY, by=-30 * DAY)],
+        )
+    )
+
+    # The clock read 30 days less from day 1 on: those weeks were decided already.
+    weekly = compile_schedule(CronSchedule(expression="0 6 * * MON"), trigger_id="weekly")
+    expected = count_occurrences(weekly, after=T0, until=T0 + 3 * 365 * DAY - 30 * DAY)
+    assert len(result.records) == expected == 153
+    assert {r.outcome for r in result.records} == {Outcome.COMPLETED}

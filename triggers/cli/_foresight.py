@@ -1,0 +1,323 @@
+"""Commands that tell what will happen: next (a trigger's next fires), simulate."""
+
+from __future__ import annotations
+
+import sys
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from triggers.cli._app import app, options
+from triggers.cli._backend import open_store
+from triggers.cli._commands import FileArg, declarations_file
+from triggers.cli._common import (
+    FIRE_HEADERS,
+    clock,
+    errors,
+    fire_json,
+    fire_table_row,
+    output_of,
+    quiet_logging,
+)
+from triggers.cli._output import JsonOpt, OutputOpt, emit, table
+from triggers.clock import iso
+from triggers.documents import next_json
+from triggers.durations import format_duration
+from triggers.errors import InputError
+from triggers.times import parse_time
+
+if TYPE_CHECKING:
+    from triggers.declarations import Declarations
+    from triggers.model import Trigger, TriggerSpec
+    from triggers.scheduler.forecast import Forecast
+    from triggers.simulation import Scenario, SimulationResult
+
+
+@app.command("next")
+def next_command(
+    trigger_id: Annotated[str, typer.Argument(metavar="ID")],
+    count: Annotated[int, typer.Option("-n", "--count", min=1, max=10_000)] = 5,
+    after: Annotated[
+        str | None, typer.Option("--after", help="Start after this time (as if it were now).")
+    ] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option("--config", "-c", help="Read the trigger from this file, not the store."),
+    ] = None,
+    as_json: JsonOpt = False,
+    output: OutputOpt = None,
+) -> None:
+    """The next N occurrences the daemon will fire (UTC, local, what DST did to them)."""
+    from triggers import services  # noqa: PLC0415
+    from triggers.declarations import load_declarations  # noqa: PLC0415
+
+    shape = output_of(as_json, output)
+    with errors(shape):
+        quiet_logging()
+        now = clock.now()
+        trigger: Trigger | None = None
+        if config is not None:
+            declarations: Declarations = load_declarations(config)
+            spec = services.find_spec(declarations, trigger_id)
+            start = parse_time(after, now=now) if after else now
+        else:
+            with open_store() as store:
+                trigger = services.require_trigger(store, trigger_id)
+            spec = trigger.spec
+            # Occurrences up to the watermark are decided already (in the ledger).
+            start = parse_time(after, now=now) if after else max(now, trigger.watermark_at)
+        found = services.upcoming(spec, trigger=trigger, after=start, count=count)
+        if shape.machine:
+            emit(next_json(found), shape)
+            return
+        _upcoming_table(spec, found)
+        if found.stop is not None:
+            what = "no next fire" if not found.fires else "no fire after these"
+            sys.stdout.write(f"{spec.id}: {what}: {stop_text(found, spec, trigger)}\n")
+
+
+def _upcoming_table(spec: TriggerSpec, found: Forecast) -> None:
+    if not found.fires:
+        return
+    from triggers.scheduler.occurrences import describe_shift  # noqa: PLC0415
+
+    jittered = any(fire.fires_at != fire.occurrence_at for fire in found.fires)
+    shifted = any(fire.shift is not None for fire in found.fires)
+    headers = ["occurrence (utc)", f"local ({spec.timezone})"]
+    headers += ["fires at"] if jittered else []
+    headers += ["dst"] if shifted else []
+    rows = []
+    for fire in found.fires:
+        row: list[str | None] = [iso(fire.occurrence_at), fire.local.isoformat()]
+        row += [iso(fire.fires_at)] if jittered else []
+        row += [describe_shift(fire.shift) if fire.shift else None] if shifted else []
+        rows.append(row)
+    table(headers, rows)
+
+
+def stop_text(found: Forecast, spec: TriggerSpec, trigger: Trigger | None) -> str:
+    """Why a trigger fires no (more) occurrences, for people."""
+    from triggers.scheduler.forecast import Stop  # noqa: PLC0415
+
+    stop = found.stop
+    if stop is Stop.PAUSED:
+        note = f" ({trigger.pause_note})" if trigger is not None and trigger.pause_note else ""
+        return f"paused{note}; `triggers resume {spec.id}` restarts it"
+    if stop is Stop.DISABLED:
+        return "disabled (enabled: false in its declaration)"
+    if stop is Stop.RETIRED:
+        return "retired (no longer in the declarations file)"
+    if stop is Stop.MAX_RUNS:
+        so_far = (
+            f"{trigger.runs_launched} launched so far"
+            if trigger is not None
+            else "counted from a new trigger"
+        )
+        return f"max_runs {spec.max_runs} reached ({so_far})"
+    if spec.end_at is not None:
+        return f"its schedule ended (end: {iso(spec.end_at)})"
+    return "its schedule has no occurrence left"
+
+
+@app.command()
+def simulate(
+    start: Annotated[
+        str,
+        typer.Option("--from", metavar="T", help="First instant (the file is applied then)."),
+    ],
+    end: Annotated[
+        str,
+        typer.Option("--to", metavar="T", help="Last instant, inclusive (+3d counts from --from)."),
+    ],
+    file: FileArg = None,
+    duration: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--duration",
+            metavar="[ID=]D",
+            help="How long ID's runs last (70m); without ID, every other's (default 1m).",
+            show_default=False,
+        ),
+    ] = None,
+    down: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--down", metavar="T1..T2", help="No daemon runs from T1 to T2.", show_default=False
+        ),
+    ] = None,
+    pause: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--pause",
+            metavar="ID@T1..T2",
+            help="ID paused at T1, resumed at T2 (ID@T1.. to the end).",
+            show_default=False,
+        ),
+    ] = None,
+    jump: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--jump", metavar="T=±D", help="The daemon's clock steps by D at T.", show_default=False
+        ),
+    ] = None,
+    edit: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--edit",
+            metavar="T=FILE",
+            help="FILE applied at T (as triggers apply).",
+            show_default=False,
+        ),
+    ] = None,
+    picture: Annotated[
+        Path | None,
+        typer.Option(
+            "--timeline",
+            metavar="FILE",
+            help="Also draw the simulated ledger as `timeline` does (.svg or .png).",
+            show_default=False,
+        ),
+    ] = None,
+    as_json: JsonOpt = False,
+    output: OutputOpt = None,
+) -> None:
+    """The ledger the real scheduler would write over a range, on a simulated clock.
+
+    Nothing runs and no store is opened: runs only take the time --duration gives
+    them. Relative times of --to and the events count from --from.
+    """
+    shape = output_of(as_json, output)
+    with errors(shape):
+        quiet_logging(level="error")  # the simulated daemon's own logs are not the answer
+        if picture is not None:
+            from triggers.timeline import check_destination  # noqa: PLC0415
+
+            check_destination(picture)  # a typo fails before the simulation, not after
+        scenario = read_scenario(
+            declarations_file(file),
+            start=start,
+            end=end,
+            durations=duration or [],
+            downs=down or [],
+            pauses=pause or [],
+            jumps=jump or [],
+            edits=edit or [],
+        )
+        from triggers.simulation import simulate as run  # noqa: PLC0415
+
+        result = run(scenario)
+        if picture is not None:
+            _draw(scenario, result, picture)
+        if shape.machine:
+            emit([fire_json(record) for record in result.records], shape)
+            return
+        _simulation_table(result)
+
+
+def _draw(scenario: Scenario, result: SimulationResult, path: Path) -> None:
+    """The simulated ledger as a timeline picture: no "now" (all of it is foresight),
+    the simulated downtime hatched, DST changes of each trigger's zone."""
+    from triggers.timeline import Downtime, Timeline, render_file  # noqa: PLC0415
+
+    ids = [spec.id for spec in scenario.specs]
+    render_file(
+        Timeline(
+            since=result.start_at,
+            until=result.end_at,
+            now=None,
+            rows=[fire_json(record) for record in result.records],
+            downtime=[
+                Downtime(started_at=span.start_at, ended_at=span.end_at) for span in result.downtime
+            ],
+            upcoming={},
+            trigger_ids=ids,
+            trigger_zones={spec.id: spec.timezone for spec in scenario.specs},
+        ),
+        path,
+    )
+
+
+def read_scenario(
+    path: Path,
+    *,
+    start: str,
+    end: str,
+    durations: list[str],
+    downs: list[str],
+    pauses: list[str],
+    jumps: list[str],
+    edits: list[str],
+) -> Scenario:
+    """The scenario `simulate`'s options describe (forms: `triggers.cli._scenario`).
+
+    Raises:
+        InputError: a missing `--from`/`--to` or an option that does not parse.
+        DeclarationError: FILE, or a file of `--edit`, fails validation.
+    """
+    from triggers import simulation  # noqa: PLC0415
+    from triggers.cli import _scenario as forms  # noqa: PLC0415
+    from triggers.declarations import load_declarations  # noqa: PLC0415
+
+    if not start or not end:
+        raise InputError("simulate needs --from T and --to T (the range to simulate)")
+    local = options.local
+    start_at = forms.instant_option(start, option="--from", start=clock.now(), local=local)
+    end_at = forms.instant_option(end, option="--to", start=start_at, local=local)
+    default, by_id = simulation.DEFAULT_DURATION, {}
+    for text in durations:
+        trigger_id, value = forms.duration_option(text)
+        if trigger_id is None:
+            default = value
+        else:
+            by_id[trigger_id] = value
+    spans = [forms.span_option(t, option="--down", start=start_at, local=local) for t in downs]
+    paused = [forms.pause_option(text, start=start_at, local=local) for text in pauses]
+    steps = [forms.jump_option(text, start=start_at, local=local) for text in jumps]
+    applied = []
+    for text in edits:
+        at, edit_file = forms.edit_option(text, start=start_at, local=local)
+        found = load_declarations(edit_file)
+        applied.append(simulation.Edit(at=at, specs=found.triggers, source=str(edit_file)))
+    return simulation.Scenario(
+        specs=load_declarations(path).triggers,
+        start_at=start_at,
+        end_at=end_at,
+        durations=by_id,
+        default_duration=default,
+        downtimes=[simulation.Downtime(start_at=a, end_at=b) for a, b in spans if b is not None],
+        pauses=[simulation.Pause(trigger_id=i, start_at=a, end_at=b) for i, a, b in paused],
+        jumps=[simulation.ClockJump(at=at, by=by) for at, by in steps],
+        edits=applied,
+    )
+
+
+def simulated_history(
+    scenario: Scenario,
+) -> tuple[list[dict[str, Any]], list[tuple[datetime, datetime]]]:
+    """Simulate `scenario`: its ledger as `history --json` rows (oldest first), and
+    when its daemon was down (on the ledger's clock), for a renderer of both.
+
+    Raises:
+        InputError: the scenario cannot be simulated (see `Scenario.check`).
+    """
+    from triggers.simulation import simulate as run  # noqa: PLC0415
+
+    result = run(scenario)
+    rows = [fire_json(record) for record in result.records]
+    return rows, [(span.start_at, span.end_at) for span in result.downtime]
+
+
+def _simulation_table(result: SimulationResult) -> None:
+    table(FIRE_HEADERS, [fire_table_row(record) for record in result.records])
+    counts: dict[str, int] = {}
+    for record in result.records:
+        counts[record.outcome.value] = counts.get(record.outcome.value, 0) + record.count
+    said = ", ".join(f"{n} {outcome}" for outcome, n in sorted(counts.items(), key=lambda i: -i[1]))
+    down = sum((span.end_at - span.start_at for span in result.downtime), timedelta(0))
+    downs = f"; no daemon for {format_duration(down)}" if result.downtime else ""
+    sys.stdout.write(
+        f"simulated {iso(result.start_at)} .. {iso(result.end_at)}: "
+        f"{sum(counts.values())} occurrences ({said or 'none'}){downs}\n"
+    )

@@ -1,0 +1,145 @@
+"""What a simulation is asked: declarations, a range, run durations and events."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from triggers.clock import iso
+from triggers.errors import InputError
+from triggers.model import FireRecord, TriggerSpec
+
+DEFAULT_DURATION = timedelta(minutes=1)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Downtime:
+    """No daemon runs from `start_at` until `end_at`."""
+
+    start_at: datetime
+    end_at: datetime
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Pause:
+    """An operator pauses `trigger_id` at `start_at` and resumes it at `end_at`
+    (None: it stays paused)."""
+
+    trigger_id: str
+    start_at: datetime
+    end_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClockJump:
+    """At `at`, the daemon's wall clock steps by `by` (forwards or backwards)."""
+
+    at: datetime
+    by: timedelta
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Edit:
+    """At `at`, these declarations are applied (as `triggers apply` would: triggers
+    missing from them are retired)."""
+
+    at: datetime
+    specs: Sequence[TriggerSpec]
+    source: str = ""
+    """Where they came from (a file name), for messages."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Scenario:
+    """A simulation to run: the declarations applied at `start_at`, the range
+    [`start_at`, `end_at`], how long each trigger's runs last, and what happens.
+
+    Every instant is on the simulation's own timeline, elapsed time: a clock jump
+    moves the daemon's wall clock, not the instants of the other events, and a run
+    lasts its duration of elapsed time whatever the clock reads meanwhile.
+    """
+
+    specs: Sequence[TriggerSpec]
+    start_at: datetime
+    end_at: datetime
+    durations: Mapping[str, timedelta] = field(default_factory=dict)
+    default_duration: timedelta = DEFAULT_DURATION
+    downtimes: Sequence[Downtime] = ()
+    pauses: Sequence[Pause] = ()
+    jumps: Sequence[ClockJump] = ()
+    edits: Sequence[Edit] = ()
+
+    def check(self) -> None:
+        """Refuse what cannot be simulated, naming the option.
+
+        Raises:
+            InputError: an empty range, an event or duration naming an unknown
+                trigger, a negative duration, a range that ends before it starts.
+        """
+        if self.end_at <= self.start_at:
+            raise InputError(
+                f"--to ({iso(self.end_at)}) must be after --from ({iso(self.start_at)})"
+            )
+        known = {spec.id for spec in self.specs}
+        for edit in self.edits:
+            known |= {spec.id for spec in edit.specs}
+        for trigger_id, duration in self.durations.items():
+            if trigger_id not in known:
+                raise InputError(f"--duration {trigger_id}=...: {_unknown(trigger_id, known)}")
+            if duration < timedelta(0):
+                raise InputError(f"--duration {trigger_id}=...: a run cannot last less than 0")
+        if self.default_duration < timedelta(0):
+            raise InputError("--duration: a run cannot last less than 0")
+        for down in self.downtimes:
+            if down.end_at <= down.start_at:
+                raise InputError(
+                    f"--down {iso(down.start_at)}..{iso(down.end_at)}: it ends before it starts"
+                )
+        for pause in self.pauses:
+            if pause.trigger_id not in known:
+                raise InputError(
+                    f"--pause {pause.trigger_id}@...: {_unknown(pause.trigger_id, known)}"
+                )
+            if pause.end_at is not None and pause.end_at <= pause.start_at:
+                raise InputError(
+                    f"--pause {pause.trigger_id}@{iso(pause.start_at)}..{iso(pause.end_at)}: "
+                    "it ends before it starts"
+                )
+        for jump in self.jumps:
+            if not jump.by:
+                raise InputError(f"--jump {iso(jump.at)}=...: a jump of 0 changes nothing")
+
+    def duration_of(self, trigger_id: str) -> timedelta:
+        return self.durations.get(trigger_id, self.default_duration)
+
+
+def _unknown(trigger_id: str, known: set[str]) -> str:
+    names = ", ".join(sorted(known)[:20])
+    return f"no trigger {trigger_id!r} in the declarations" + (
+        f" (known: {names})" if names else ""
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Interval:
+    """A span of the daemon's wall clock, as the ledger's instants read it."""
+
+    start_at: datetime
+    end_at: datetime
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SimulationResult:
+    """The ledger a simulation left, and when its daemon was down."""
+
+    records: list[FireRecord]
+    """Every ledger row, oldest occurrence first (ranges collapsed as in `history`)."""
+    downtime: list[Interval]
+    """When no daemon ran, on the ledger's clock, within the range."""
+    start_at: datetime
+    end_at: datetime
+    ticks: int
+    """Scheduler ticks run (a measure of the work done)."""
+    runs: int
+    """Runs started."""
