@@ -138,9 +138,11 @@ def fire(
     owner: str,
     actor: Actor,
     note: str | None = None,
+    host: str | None = None,
 ) -> Claim:
+    """Fire one manual occurrence now; `host` (default: the actor's) is the ledger's."""
     claim = services.fire(
-        store, trigger_id, now=now, key=key, overlap=overlap, owner=owner, host=actor.host
+        store, trigger_id, now=now, key=key, overlap=overlap, owner=owner, host=host or actor.host
     )
     changes = services.claim_summary(claim) | {
         "occurrence": iso(claim.occurrence_at),

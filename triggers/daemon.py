@@ -19,6 +19,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import FrameType
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -41,6 +42,9 @@ from triggers.store import database as store_database
 from triggers.store.protocol import Heartbeat
 from triggers.store.sql import SqlTriggerStore
 from triggers.store.sql_audit import SqlAuditLog
+
+if TYPE_CHECKING:
+    from triggers.api import ApiServer, ApiServices
 
 log = structlog.get_logger()
 
@@ -148,6 +152,7 @@ class Daemon:
         """Why the last apply of the declarations failed; None once one succeeds."""
         self._stalled = False
         self._status_at: float | None = None
+        self._api: ApiServer | None = None
 
     def run(self, *, stop_asked: Sequence[int] = ()) -> int:
         """Run until stopped; `stop_asked` holds stop signals that came before `run`."""
@@ -161,7 +166,13 @@ class Daemon:
         self._install_signals()
         if stop_asked:
             self.stop()
-        backend = open_backend(settings, owner=self._owner, clock=self._clock, daemon=True)
+        api = self._api_server()  # a bad token file stops the start before the database
+        try:
+            backend = open_backend(settings, owner=self._owner, clock=self._clock, daemon=True)
+        except BaseException:
+            if api is not None:
+                api.stop()
+            raise
         try:
             self._apply(backend, initial=True)
             if self._stop.is_set():
@@ -172,6 +183,9 @@ class Daemon:
             self._scheduler_ref = scheduler
             self._watch(backend, scheduler)
             self._serve_metrics()
+            if api is not None:
+                api.start(self._api_services(backend, scheduler))
+                self._api = api
             worker = threading.Thread(target=scheduler.run, name="scheduler")
             worker.start()
             log.info(
@@ -186,6 +200,8 @@ class Daemon:
             self._notifier.ready(self._status(scheduler))
             self._supervise(backend, scheduler, worker)
         finally:
+            if api is not None:
+                api.stop()  # before the runtime closes: no request meets a closed one
             backend.runtime.close()
             backend.close()
             self._notifier.close()
@@ -240,6 +256,8 @@ class Daemon:
                 self._reload.clear()
                 self._notifier.reloading()
                 self._apply(backend, initial=False)
+                if self._api is not None:
+                    self._api.reload_tokens()
                 ticks = scheduler.progress.ticks
                 scheduler.refresh_soon()
                 self._await_tick(scheduler, worker, after=ticks)
@@ -368,6 +386,29 @@ class Daemon:
         signal.signal(signal.SIGINT, stop)
         signal.signal(signal.SIGHUP, reload)
         signal.signal(signal.SIGUSR1, nudge)
+
+    def _api_server(self) -> ApiServer | None:
+        """The HTTP API's server, bound (None when off). Raises ConfigError (exit 78)."""
+        if self._settings.api_address is None:
+            return None
+        # The web framework loads only in a daemon that serves the API.
+        from triggers.api import ApiServer  # noqa: PLC0415
+
+        return ApiServer.bound(self._settings)
+
+    def _api_services(self, backend: Backend, scheduler: Scheduler) -> ApiServices:
+        from triggers.api import ApiServices  # noqa: PLC0415
+
+        return ApiServices(
+            store=backend.store,
+            audit=SqlAuditLog(backend.db),
+            runtime=backend.runtime,
+            clock=self._clock,
+            host=self._settings.host,
+            owner=f"api:{self._owner}",
+            # What the API claims launches at once, as a SIGUSR1 from `triggers fire` does.
+            wake=scheduler.pending.want,
+        )
 
     def _serve_metrics(self) -> None:
         address = self._settings.metrics_address

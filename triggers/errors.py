@@ -26,7 +26,10 @@ Class tree (codes never renumbered or reused)::
     ├── RunnerError                   TRG-400  exit 1
     │   ├── RunnerTimeoutError        TRG-401  exit 1   a runner call missed its deadline
     │   └── RunnerRefusedError        TRG-402  exit 1   the runtime refused a start for good
-    └── DaemonError                   TRG-500  exit 1
+    ├── DaemonError                   TRG-500  exit 1
+    └── ApiAccessError                TRG-600  exit 2   an HTTP API request refused for its token
+        ├── UnauthenticatedError      TRG-601  exit 2   no bearer token, or an unknown one (401)
+        └── ForbiddenError            TRG-602  exit 2   a read-only token asked to write (403)
 """
 
 from __future__ import annotations
@@ -213,3 +216,22 @@ class DaemonError(TriggersError):
     """The daemon cannot continue."""
 
     code = "TRG-500"
+
+
+class ApiAccessError(TriggersError):
+    """An HTTP API request was refused for its token (never a CLI exit: the API's own)."""
+
+    code = "TRG-600"
+    exit_code = ExitCode.BAD_INPUT
+
+
+class UnauthenticatedError(ApiAccessError):
+    """The request carries no bearer token, or one the daemon does not know (HTTP 401)."""
+
+    code = "TRG-601"
+
+
+class ForbiddenError(ApiAccessError):
+    """The request's token may only read, and the request would change something (403)."""
+
+    code = "TRG-602"

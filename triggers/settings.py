@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import platformdirs
-from pydantic import BeforeValidator, Field, SecretStr, ValidationError
+from pydantic import AfterValidator, BeforeValidator, Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from triggers.addresses import parse_address
 from triggers.durations import parse_duration
 from triggers.errors import ConfigError
 from triggers.locations import DatabaseLocation, Environment, locate_database
@@ -32,6 +33,22 @@ def _duration(value: Any) -> Any:
 
 Duration = Annotated[timedelta, BeforeValidator(_duration)]
 """A duration setting: `90s`, `5m`, `1h30m`, ... (the grammar of `triggers.durations`)."""
+
+
+def _unset_if_empty(value: Any) -> Any:
+    # `TRIGGERS_API_ADDRESS=` in an environment file means off, as if it were absent.
+    return None if isinstance(value, str) and not value.strip() else value
+
+
+def _address(value: str | None) -> str | None:
+    if value is not None:
+        parse_address(value)  # raises ValueError, which names the expected form
+    return value
+
+
+Address = Annotated[str | None, BeforeValidator(_unset_if_empty), AfterValidator(_address)]
+"""`host:port` to listen on, or `:port` for loopback (`triggers.addresses`); empty: off."""
+OptionalPath = Annotated[Path | None, BeforeValidator(_unset_if_empty)]
 
 _SCHEDULER_DEFAULTS = {field.name: field.default for field in dataclasses.fields(SchedulerOptions)}
 
@@ -84,6 +101,12 @@ class Settings(BaseSettings):
     """Delete a run's events behind its snapshots (`runs events` then starts later)."""
     metrics_address: str | None = None
     """`host:port` (or `:port`, loopback) to serve Prometheus metrics on; None: off."""
+    api_address: Address = None
+    """`host:port` (or `:port`, loopback) to serve the HTTP API on; None: off."""
+    api_token_file: OptionalPath = None
+    """The bearer tokens every API request needs: one a line, optionally `NAME TOKEN`."""
+    api_write_token_file: OptionalPath = None
+    """Tokens that may also change things; with it, those of `api_token_file` only read."""
     sqlite_synchronous: Literal["FULL", "NORMAL"] = "FULL"
 
     def scheduler_options(self, *, owner: str, version: str) -> SchedulerOptions:

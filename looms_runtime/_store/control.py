@@ -48,7 +48,14 @@ def insert_request(
     ).scalar_one_or_none()
     if status is None or status not in UNSETTLED:
         return status, False
-    stmt = upsert_insert(dialect, inbox).on_conflict_do_nothing(index_elements=["run_id", "key"])
+    # RETURNING says whether the row went in: with ON CONFLICT DO NOTHING, PostgreSQL's
+    # rowcount through SQLAlchemy is -1, which read as "recorded before" and left the
+    # request to the owner's poll (up to a second) instead of waking the run at once.
+    stmt = (
+        upsert_insert(dialect, inbox)
+        .on_conflict_do_nothing(index_elements=["run_id", "key"])
+        .returning(inbox.c.key)
+    )
     row = {
         "run_id": run_id,
         "key": key,
@@ -58,7 +65,7 @@ def insert_request(
         "request_hash": request_hash,
         "created_at": now_ms,
     }
-    if conn.execute(stmt, row).rowcount == 1:
+    if conn.execute(stmt, row).first() is not None:
         return status, True
     if kind != "cancel":
         earlier = conn.execute(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import subprocess
 from pathlib import Path
 
@@ -24,7 +25,7 @@ NOT_RUN = {"", "sh", "ini", "promql", "text", "python"}
 """Procedures for a host, unit-file excerpts, queries for Prometheus: shown, not run."""
 
 
-def _environment(workdir: Path) -> dict[str, str]:
+def _environment(workdir: Path, doc: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TRIGGERS_", "PG"))}
     env.update(
         {
@@ -38,7 +39,16 @@ def _environment(workdir: Path) -> dict[str, str]:
             "TRIGGERS_ENV_FILE": "",
         }
     )
+    if doc.name == "api.md":
+        # The page's daemon serves the API on a port of its own, free on this machine.
+        env["TRIGGERS_API_ADDRESS"] = f"127.0.0.1:{_free_port()}"
     return env
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 def _validate(block: Block, workdir: Path, env: dict[str, str]) -> None:
@@ -92,7 +102,7 @@ def _run_with_postgres(
 def test_every_example_of_the_document_runs(
     doc: Path, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    env = _environment(tmp_path)
+    env = _environment(tmp_path, doc)
     try:
         for block in blocks(doc):
             if block.lang == "yaml":

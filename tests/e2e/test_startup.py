@@ -27,6 +27,7 @@ HEAVY = {
     "alembic",
     "apscheduler",
     "croniter",
+    "fastapi",
     "matplotlib",
     "looms_runtime.runtime",
     "prometheus_client",
@@ -34,10 +35,13 @@ HEAVY = {
     "pydantic_settings",
     "rich",
     "ruamel",
+    "starlette",
     "structlog",
+    "triggers.api",
     "triggers.daemon",
     "triggers.declarations",
     "triggers.scheduler",
+    "uvicorn",
 }
 
 
@@ -71,6 +75,16 @@ def test_queries_on_an_empty_database_load_only_the_store(cli: Cli, tmp_path: Pa
         modules = loaded(cli, *args)
         assert heavy(modules) == set(), args
         assert "sqlalchemy.orm" not in modules and "sqlalchemy.dialects.postgresql" not in modules
+
+
+def test_the_daemon_loads_the_web_framework_only_to_serve_the_api() -> None:
+    probe = "import json, sys, triggers.daemon; print(json.dumps(sorted(sys.modules)))"
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    modules = set(json.loads(done.stdout))
+    assert "triggers.daemon" in modules
+    assert not {"fastapi", "starlette", "uvicorn", "triggers.api"} & modules
 
 
 def test_only_a_picture_file_loads_the_plotting_library(cli: Cli, tmp_path: Path) -> None:

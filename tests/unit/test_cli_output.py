@@ -13,9 +13,9 @@ import pytest
 import structlog
 
 from looms_runtime.host import ProcessId
-from triggers.cli._step_output import attempt_outputs, tail
 from triggers.inspection import StatusReport, daemon_views
 from triggers.log import configure_logging
+from triggers.step_output import attempt_outputs, tail
 from triggers.store.protocol import Heartbeat
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

@@ -9,8 +9,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from triggers.cli._times import parse_time, show_time
 from triggers.errors import InvalidTimeError
+from triggers.times import parse_time, show_time
 
 NOW = datetime(2026, 3, 29, 10, 30, 15, tzinfo=UTC)  # the day Europe/Berlin springs forward
 

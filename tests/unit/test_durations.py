@@ -7,13 +7,13 @@ from datetime import timedelta
 
 import pytest
 
-from triggers.cli._times import parse_time
 from triggers.clock import utc
 from triggers.declarations import parse_declarations
 from triggers.durations import format_duration, parse_duration
 from triggers.errors import ConfigError, DeclarationError, InvalidTimeError
 from triggers.model import EverySchedule
 from triggers.settings import load_settings
+from triggers.times import parse_time
 
 NOW = utc(2026, 1, 1)
 

@@ -20,6 +20,6 @@ from triggers.cli import (  # noqa: F401 (importing registers the commands)
     _triggers,
 )
 from triggers.cli._app import app, main
-from triggers.cli._times import parse_time
+from triggers.times import parse_time
 
 __all__ = ["app", "main", "parse_time"]

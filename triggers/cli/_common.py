@@ -18,13 +18,13 @@ import typer
 
 from triggers.cli._app import options
 from triggers.cli._output import JsonOpt, Output, emit, table
-from triggers.cli._times import parse_time, show_time
-from triggers.clock import SystemClock, iso
+from triggers.clock import SystemClock
+from triggers.documents import fire_json, opt_iso, upcoming_json
 from triggers.errors import ExitCode, TriggersError
+from triggers.times import parse_time, show_time
 
 if TYPE_CHECKING:
     from triggers.model import FireRecord
-    from triggers.scheduler.forecast import UpcomingFire
     from triggers.settings import Settings
 
 # Commands import these from here as well as from their own modules.
@@ -34,10 +34,13 @@ __all__ = [
     "current_settings",
     "emit",
     "errors",
+    "fire_json",
+    "opt_iso",
     "output_of",
     "parse_time",
     "quiet_logging",
     "table",
+    "upcoming_json",
 ]
 
 clock = SystemClock()
@@ -82,10 +85,6 @@ def current_settings(**overrides: Any) -> Settings:
     from triggers.cli._backend import settings  # noqa: PLC0415 (it imports this module)
 
     return settings(**overrides)
-
-
-def opt_iso(value: datetime | None) -> str | None:
-    return None if value is None else iso(value)
 
 
 @contextmanager
@@ -152,25 +151,6 @@ def print_error(error: dict[str, Any], as_json: bool) -> None:
         sys.stderr.write(json.dumps({"error": error}, default=str) + "\n")
     else:
         sys.stderr.write(f"error: {error['message']}\n")
-
-
-def fire_json(record: FireRecord) -> dict[str, Any]:
-    """The `history --json` shape of a ledger row."""
-    return record.to_json()
-
-
-def upcoming_json(fire: UpcomingFire, *, stops_after: str | None = None) -> dict[str, Any]:
-    """The `next --json` shape of an upcoming fire (also `describe`'s `next_fires`)."""
-    from triggers.scheduler.occurrences import describe_shift  # noqa: PLC0415
-
-    return {
-        "occurrence": iso(fire.occurrence_at),
-        "local": fire.local.isoformat(),
-        "fires_at": iso(fire.fires_at),
-        "dst": fire.shift.kind if fire.shift else None,
-        "dst_note": describe_shift(fire.shift) if fire.shift else None,
-        "stops_after": stops_after,
-    }
 
 
 def fire_table_row(record: FireRecord) -> list[Any]:

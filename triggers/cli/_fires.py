@@ -4,28 +4,23 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
-from triggers.cli._app import app
+from triggers.cli._app import app, options
 from triggers.cli._backend import actor, open_stores
 from triggers.cli._common import (
     FIRE_HEADERS,
     clock,
     errors,
-    fire_json,
     fire_table_row,
     instant,
     output_of,
-    when,
 )
 from triggers.cli._output import JsonOpt, OutputOpt, emit, listing, table
 from triggers.clock import iso
-from triggers.errors import InputError
-
-if TYPE_CHECKING:
-    from triggers.model import Outcome, Overlap
+from triggers.documents import fire_json, fired_json
 
 IdArg = Annotated[str, typer.Argument(metavar="ID")]
 NoteOpt = Annotated[str | None, typer.Option(help="Why: kept in the audit log.")]
@@ -47,17 +42,18 @@ def history(
 ) -> None:
     """The fire ledger, newest occurrence first (operator actions: `triggers audit-log`)."""
     from triggers import services  # noqa: PLC0415
-    from triggers.store.protocol import HistoryQuery  # noqa: PLC0415
+    from triggers.arguments import history_query  # noqa: PLC0415
 
     shape = output_of(as_json, output)
     with errors(shape):
-        now = clock.now()
-        query = HistoryQuery(
+        query = history_query(
             trigger_id=trigger_id,
-            outcomes=frozenset(_outcome(o) for o in outcome or []),
-            since=when(since, now=now),
-            until=when(until, now=now),
+            outcomes=outcome or [],
+            since=since,
+            until=until,
             limit=limit + 1,  # one more than shown tells whether the list was cut
+            now=clock.now(),
+            local=options.local,
         )
         with open_stores() as stores:
             records = services.history(stores.store, query)
@@ -69,30 +65,6 @@ def history(
             to_table=lambda shown: table(FIRE_HEADERS, [fire_table_row(r) for r in shown]),
             what="ledger rows",
         )
-
-
-def _outcome(text: str) -> Outcome:
-    from triggers.model import Outcome  # noqa: PLC0415
-
-    try:
-        return Outcome(text)
-    except ValueError:
-        raise InputError(
-            f"unknown outcome {text!r}; one of: {', '.join(o.value for o in Outcome)}"
-        ) from None
-
-
-def _overlap(text: str | None) -> Overlap | None:
-    from triggers.model import Overlap  # noqa: PLC0415
-
-    if text is None:
-        return None
-    try:
-        return Overlap(text)
-    except ValueError:
-        raise InputError(
-            f"unknown overlap {text!r}; one of: {', '.join(o.value for o in Overlap)}"
-        ) from None
 
 
 def _owner(host: str) -> str:
@@ -112,6 +84,7 @@ def fire(
 ) -> None:
     """Fire one occurrence now (manual); a daemon on this host launches it at once."""
     from triggers import actions, services  # noqa: PLC0415
+    from triggers.arguments import parse_overlap  # noqa: PLC0415
 
     shape = output_of(as_json, output)
     with errors(shape), open_stores() as stores:
@@ -122,13 +95,13 @@ def fire(
             trigger_id,
             now=clock.now(),
             key=key,
-            overlap=_overlap(overlap),
+            overlap=parse_overlap(overlap),
             owner=_owner(who.host),
             actor=who,
             note=note,
         )
         services.nudge_local_daemons(stores.store, host=who.host, now=clock.now())
-        summary = services.claim_summary(claim) | {"occurrence": iso(claim.occurrence_at)}
+        summary = fired_json(claim)
         if shape.machine:
             emit(summary, shape)
         else:
@@ -157,6 +130,7 @@ def backfill(
 ) -> None:
     """Dispatch the occurrences of a past range, in order; the daemon launches them."""
     from triggers import actions, services  # noqa: PLC0415
+    from triggers.arguments import parse_overlap  # noqa: PLC0415
 
     shape = output_of(as_json, output)
     with errors(shape), open_stores() as stores:
@@ -169,7 +143,7 @@ def backfill(
             start_at=start_at,
             end_at=end_at,
             now=now,
-            overlap=_overlap(overlap),
+            overlap=parse_overlap(overlap),
             max_count=max_count,
             owner=_owner(who.host),
             actor=who,

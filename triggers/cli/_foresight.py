@@ -20,13 +20,13 @@ from triggers.cli._common import (
     fire_table_row,
     output_of,
     quiet_logging,
-    upcoming_json,
 )
 from triggers.cli._output import JsonOpt, OutputOpt, emit, table
-from triggers.cli._times import parse_time
 from triggers.clock import iso
+from triggers.documents import next_json
 from triggers.durations import format_duration
 from triggers.errors import InputError
+from triggers.times import parse_time
 
 if TYPE_CHECKING:
     from triggers.declarations import Declarations
@@ -69,18 +69,8 @@ def next_command(
             # Occurrences up to the watermark are decided already (in the ledger).
             start = parse_time(after, now=now) if after else max(now, trigger.watermark_at)
         found = services.upcoming(spec, trigger=trigger, after=start, count=count)
-        last = len(found.fires) - 1
         if shape.machine:
-            emit(
-                [
-                    upcoming_json(
-                        fire,
-                        stops_after=found.stop.value if found.stop and index == last else None,
-                    )
-                    for index, fire in enumerate(found.fires)
-                ],
-                shape,
-            )
+            emit(next_json(found), shape)
             return
         _upcoming_table(spec, found)
         if found.stop is not None:

@@ -10,34 +10,20 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Sequence
-from dataclasses import asdict, is_dataclass
-from datetime import datetime
 from typing import Annotated, Any
 
 import typer
 
 from triggers.cli._app import runs_app
 from triggers.cli._backend import actor, open_runtime
-from triggers.cli._common import clock, errors, opt_iso, output_of, shown
+from triggers.cli._common import clock, errors, output_of, shown
 from triggers.cli._output import JsonOpt, Output, OutputOpt, emit, listing, table
-from triggers.cli._step_output import attempt_outputs, step_states, tail
+from triggers.documents import MAX_COUNT, plain, run_json
 from triggers.errors import InputError
+from triggers.step_output import attempt_outputs, step_attempts, step_states, tail
 
 RunArg = Annotated[str, typer.Argument(metavar="RUN_ID")]
 NoteOpt = Annotated[str | None, typer.Option(help="Why: kept in the audit log.")]
-
-
-def _plain(value: Any) -> Any:
-    """A JSON-ready copy: dataclasses to dicts, instants to RFC 3339 UTC."""
-    if is_dataclass(value) and not isinstance(value, type):
-        return _plain(asdict(value))
-    if isinstance(value, dict):
-        return {key: _plain(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(item) for item in value]
-    if isinstance(value, datetime):
-        return opt_iso(value)
-    return value
 
 
 @runs_app.command("list")
@@ -54,7 +40,7 @@ def list_runs(
     shape = output_of(as_json, output)
     with errors(shape), open_runtime() as session:
         runs = session.runtime.list_runs(status=status, limit=limit + 1)
-        listing(runs, shape, limit=limit, to_json=_plain, to_table=_runs_table, what="runs")
+        listing(runs, shape, limit=limit, to_json=plain, to_table=_runs_table, what="runs")
 
 
 def _runs_table(runs: Sequence[Any]) -> None:
@@ -83,17 +69,12 @@ def show(run_id: RunArg, as_json: JsonOpt = False, output: OutputOpt = None) -> 
     with errors(shape), open_runtime() as session:
         info = session.runtime.inspect_run(run_id)
         events = session.runtime.get_events(run_id)
+        if shape.machine:
+            emit(run_json(info, events), shape)
+            return
         attempts = attempt_outputs(events)
         last = {a.effect_id: a for a in attempts}
         steps = step_states(attempts, events)
-        if shape.machine:
-            document = _plain(info)
-            for effect in document.get("effects", []):
-                attempt = last.get(effect["effect_id"])
-                effect["last_output"] = attempt.to_json() if attempt else None
-            document["steps"] = [state.to_json() for state in steps]
-            emit(document, shape)
-            return
         write = sys.stdout.write
         write(
             f"run {info.run_id}\n  flow {info.flow} (version {info.version})\n"
@@ -159,15 +140,7 @@ def logs(
     with errors(shape), open_runtime() as session:
         attempts = attempt_outputs(session.runtime.get_events(run_id))
         if step is not None:
-            known = sorted({a.effect_id for a in attempts})
-            attempts = [a for a in attempts if a.effect_id == step]
-            if not attempts:
-                raise InputError(
-                    f"run {run_id} has no step {step!r}"
-                    + (f"; its steps: {', '.join(known)}" if known else " (no step has run)"),
-                    run_id=run_id,
-                    step=step,
-                )
+            attempts = step_attempts(attempts, step, run_id=run_id)
         if shape.machine:
             emit([a.to_json() for a in attempts], shape)
             return
@@ -201,8 +174,10 @@ def _ms(value: Any) -> str | None:
 @runs_app.command("events")
 def events(
     run_id: RunArg,
-    from_seq: Annotated[int, typer.Option("--from", min=1, help="First sequence number.")] = 1,
-    limit: Annotated[int | None, typer.Option(min=1)] = None,
+    from_seq: Annotated[
+        int, typer.Option("--from", min=1, max=MAX_COUNT, help="First sequence number.")
+    ] = 1,
+    limit: Annotated[int | None, typer.Option(min=1, max=MAX_COUNT)] = None,
     as_json: JsonOpt = False,
     output: OutputOpt = None,
 ) -> None:
@@ -211,7 +186,7 @@ def events(
     with errors(shape), open_runtime() as session:
         found = session.runtime.get_events(run_id, from_seq=from_seq, limit=limit)
         if shape.machine:
-            emit([_plain(event) for event in found], shape)
+            emit([plain(event) for event in found], shape)
             return
         table(
             ["seq", "at", "type", "payload"],
@@ -220,7 +195,7 @@ def events(
                     e.seq,
                     shown(e.created_at),
                     e.type,
-                    json.dumps(_plain(e.payload), sort_keys=True)[:120],
+                    json.dumps(plain(e.payload), sort_keys=True)[:120],
                 ]
                 for e in found
             ],
@@ -310,6 +285,6 @@ def signal(
 
 def _status_output(status: Any, shape: Output, what: str) -> None:
     if shape.machine:
-        emit(_plain(status), shape)
+        emit(plain(status), shape)
     else:
         sys.stdout.write(f"{status.run_id}: {what} (run is {status.status})\n")

@@ -20,9 +20,9 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from triggers.cli._times import parse_time
 from triggers.durations import parse_duration
 from triggers.errors import InputError, InvalidTimeError
+from triggers.times import parse_time
 
 
 def duration_option(text: str) -> tuple[str | None, timedelta]:

@@ -9,17 +9,17 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from triggers.cli._app import app
+from triggers.cli._app import app, options
 from triggers.cli._backend import location, open_runtime, open_stores, settings
-from triggers.cli._common import clock, errors, opt_iso, output_of, shown, when
+from triggers.cli._common import clock, errors, opt_iso, output_of, shown
 from triggers.cli._output import JsonOpt, OutputOpt, emit, listing, table
-from triggers.cli._triggers import entry_json
 from triggers.clock import iso
-from triggers.errors import ExitCode, InputError
+from triggers.documents import entry_json
+from triggers.errors import ExitCode
 
 if TYPE_CHECKING:
     from triggers.inspection import StatusReport
-    from triggers.store.audit_log import ActionKind, AuditEntry
+    from triggers.store.audit_log import AuditEntry
 
 
 @app.command()
@@ -140,18 +140,19 @@ def audit_log(
 ) -> None:
     """Who did what, when, from where and why: every apply, pause, resume, fire, backfill,
     and a run's cancel, retry and signal, newest first."""
-    from triggers.store.audit_log import AuditQuery  # noqa: PLC0415
+    from triggers.arguments import audit_query  # noqa: PLC0415
 
     shape = output_of(as_json, output)
     with errors(shape):
-        now = clock.now()
-        query = AuditQuery(
+        query = audit_query(
             trigger_id=trigger_id,
             run_id=run_id,
-            actions=frozenset(_action(name) for name in action or []),
-            since=when(since, now=now),
-            until=when(until, now=now),
-            limit=limit + 1,
+            actions=action or [],
+            since=since,
+            until=until,
+            limit=limit + 1,  # one more than shown tells whether the list was cut
+            now=clock.now(),
+            local=options.local,
         )
         with open_stores() as stores:
             entries = stores.audit.entries(query)
@@ -193,14 +194,3 @@ def _summary(entry: AuditEntry) -> str:
     if entry.action.value == "resume" and changes.get("pause_note"):
         return f"was paused: {changes['pause_note']}"
     return ", ".join(f"{key}={value}" for key, value in changes.items() if value is not None)
-
-
-def _action(text: str) -> ActionKind:
-    from triggers.store.audit_log import ActionKind  # noqa: PLC0415
-
-    try:
-        return ActionKind(text)
-    except ValueError:
-        raise InputError(
-            f"unknown action {text!r}; one of: {', '.join(a.value for a in ActionKind)}"
-        ) from None

@@ -15,9 +15,9 @@ from triggers.cli._app import app, options
 from triggers.cli._backend import open_stores, settings
 from triggers.cli._common import clock, errors, output_of, when
 from triggers.cli._output import JsonOpt, Output, emit
-from triggers.cli._times import local_zone
 from triggers.clock import iso
 from triggers.errors import InvalidTimeError
+from triggers.times import local_zone
 
 if TYPE_CHECKING:
     from triggers.inspection import TimelineReport

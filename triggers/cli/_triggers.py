@@ -13,19 +13,16 @@ from triggers.cli._common import (
     FIRE_HEADERS,
     clock,
     errors,
-    fire_json,
     fire_table_row,
-    opt_iso,
     output_of,
     shown,
-    upcoming_json,
 )
 from triggers.cli._output import JsonOpt, Output, OutputOpt, emit, table, value_text
-from triggers.clock import iso
+from triggers.documents import describe_json, paused_json, trigger_json
 
 if TYPE_CHECKING:
     from triggers.inspection import TriggerDescription
-    from triggers.store.audit_log import AuditEntry
+    from triggers.model import Trigger
 
 IdArg = Annotated[str, typer.Argument(metavar="ID")]
 NoteOpt = Annotated[str | None, typer.Option(help="Why: kept in the audit log.")]
@@ -39,7 +36,7 @@ def list_command(as_json: JsonOpt = False, output: OutputOpt = None) -> None:
     shape = output_of(as_json, output)
     with errors(shape), open_stores() as stores:
         found = services.list_triggers(stores.store, now=clock.now())
-        rows = [_list_row(view) for view in found]
+        rows = [trigger_json(view) for view in found]
         if shape.machine:
             emit(rows, shape)
             return
@@ -59,36 +56,6 @@ def list_command(as_json: JsonOpt = False, output: OutputOpt = None) -> None:
                 for r, view in zip(rows, found, strict=True)
             ],
         )
-
-
-def _list_row(view: Any) -> dict[str, Any]:
-    from triggers import services  # noqa: PLC0415
-    from triggers.inspection import trigger_state  # noqa: PLC0415
-
-    trigger, spec = view.trigger, view.trigger.spec
-    return {
-        "id": trigger.id,
-        "schedule": services.describe(trigger),
-        "timezone": spec.timezone,
-        "overlap": spec.overlap.value,
-        "enabled": spec.enabled and not trigger.retired,
-        "retired": trigger.retired,
-        "paused": trigger.paused,
-        "pause_note": trigger.pause_note,
-        "state": trigger_state(trigger),
-        "blocked_by": trigger.blocked_by,
-        "revision": trigger.revision,
-        "flow": spec.flow,
-        "next_fire": opt_iso(view.next_fire_at),
-        "no_next_fire_reason": view.no_next_fire,
-        "next_fire_dst": view.next_fire.shift.kind
-        if view.next_fire and view.next_fire.shift
-        else None,
-        "last_outcome": view.last.outcome.value if view.last else None,
-        "last_occurrence": opt_iso(view.last.occurrence_at) if view.last else None,
-        "active_run_id": view.active_run_id,
-        "description": spec.description,
-    }
 
 
 def _next_fire_cell(view: Any) -> str | None:
@@ -119,61 +86,6 @@ def describe(
             emit(describe_json(found), shape)
         else:
             _describevalue_text(found)
-
-
-def describe_json(found: TriggerDescription) -> dict[str, Any]:
-    """The `describe --json` document."""
-    trigger = found.trigger
-    return {
-        "id": trigger.id,
-        "state": found.state,
-        "revision": trigger.revision,
-        "declaration": found.declaration,
-        "paused": trigger.paused,
-        "paused_at": opt_iso(trigger.paused_at),
-        "pause_note": trigger.pause_note,
-        "paused_by": _actor_json(found.paused_by) if found.paused_by else None,
-        "blocked_by": trigger.blocked_by,
-        "retired": trigger.retired,
-        "watermark": iso(trigger.watermark_at),
-        "runs_launched": trigger.runs_launched,
-        "active_runs": found.active_runs,
-        "created_at": iso(trigger.created_at),
-        "updated_at": iso(trigger.updated_at),
-        "revisions": [
-            {
-                "revision": view.revision,
-                "applied_at": iso(view.applied_at),
-                "first": view.first,
-                "applied_by": _actor_json(view.applied_by) if view.applied_by else None,
-                "changes": [change.to_json() for change in view.changes],
-            }
-            for view in found.revisions
-        ],
-        "last_fires": [fire_json(record) for record in found.last_fires],
-        "next_fires": [upcoming_json(fire) for fire in found.next_fires],
-        "no_next_fire_reason": found.no_next_fire,
-        "actions": [entry_json(entry) for entry in found.actions],
-    }
-
-
-def entry_json(entry: AuditEntry) -> dict[str, Any]:
-    """An audit log entry as `audit-log --json` prints it."""
-    return {
-        "id": entry.id,
-        "at": iso(entry.at),
-        "action": entry.action.value,
-        "trigger_id": entry.trigger_id,
-        "run_id": entry.run_id,
-        "host": entry.actor.host,
-        "user": entry.actor.user,
-        "note": entry.note,
-        "changes": dict(entry.changes),
-    }
-
-
-def _actor_json(entry: AuditEntry) -> dict[str, Any]:
-    return {"at": iso(entry.at), "host": entry.actor.host, "user": entry.actor.user}
 
 
 def _describevalue_text(found: TriggerDescription) -> None:
@@ -238,7 +150,7 @@ def pause(
         trigger = actions.pause(
             stores.store, stores.audit, trigger_id, note=note, actor=actor(), now=clock.now()
         )
-        _paused_output(trigger.id, trigger.paused, trigger.pause_note, shape)
+        _paused_output(trigger, shape)
 
 
 @app.command()
@@ -253,11 +165,11 @@ def resume(
         trigger = actions.resume(
             stores.store, stores.audit, trigger_id, note=note, actor=actor(), now=clock.now()
         )
-        _paused_output(trigger.id, trigger.paused, trigger.pause_note, shape)
+        _paused_output(trigger, shape)
 
 
-def _paused_output(trigger_id: str, paused: bool, note: str | None, shape: Output) -> None:
+def _paused_output(trigger: Trigger, shape: Output) -> None:
     if shape.machine:
-        emit({"id": trigger_id, "paused": paused, "pause_note": note}, shape)
+        emit(paused_json(trigger), shape)
     else:
-        sys.stdout.write(f"{trigger_id}: {'paused' if paused else 'resumed'}\n")
+        sys.stdout.write(f"{trigger.id}: {'paused' if trigger.paused else 'resumed'}\n")

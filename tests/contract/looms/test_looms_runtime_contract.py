@@ -23,6 +23,8 @@ from looms_runtime import (
     UnknownEventVersionError,
     UnknownFlowError,
 )
+from looms_runtime._history.planner import InboxItem
+from looms_runtime._store.control import record_request
 from looms_runtime.schema import events, snapshots
 from looms_runtime.testing import ManualClock
 from tests.factories import MakeRuntime
@@ -247,6 +249,19 @@ def test_signal_completes_a_waiting_step_once_per_key(make_runtime: MakeRuntime)
     finished = [e for e in runtime.get_events(handle.run_id) if e.type == "wait_finished"]
     assert [e.payload["payload"] for e in finished] == [{"by": "ops"}]
     assert runtime.inspect_run(handle.run_id).result == {"by": "ops"}
+
+
+def test_a_request_says_whether_it_was_recorded_so_the_run_wakes_at_once(
+    make_runtime: MakeRuntime, looms_db: Database
+) -> None:
+    runtime = make_runtime()
+    version = runtime.register_flow("wait", WAIT)
+    handle = runtime.start_run(request(version, "k1", flow="wait"))
+    item = InboxItem(key="signal:s1", kind="signal", name="approved", payload={})
+
+    # True wakes the run's worker at once; False leaves the request to the poll.
+    assert record_request(looms_db, handle.run_id, item, None, now_ms=1) == ("active", True)
+    assert record_request(looms_db, handle.run_id, item, None, now_ms=2) == ("active", False)
 
 
 def test_cancel_of_a_settled_run_changes_nothing(make_runtime: MakeRuntime) -> None:

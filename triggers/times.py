@@ -1,11 +1,12 @@
-"""Times on the command line: what `--since`, `--after`, `--from` accept, and how tables show them.
+"""Times as operators write them (`--since`, `--from`, the API's `since`), and table cells.
 
 Accepted: `now`; `today`, `yesterday`, `tomorrow` (midnight); a duration from now,
 `+1h`, `in 1h`, `-2h` or `2h ago` (the grammar of `triggers.durations`); ISO-8601,
 `2026-01-01`, `2026-01-01T02:30`, `2026-01-01T02:30:00Z` or with an offset. A time
-without an offset, and midnight, are UTC unless `--local` is given: then they are
-the local time of this machine (`TZ`, else the system zone). Tables show times in
-UTC (`Z`) by default and in local time with `--local`; JSON is always UTC.
+without an offset, and midnight, are UTC unless `--local` is given (the HTTP API
+has no such option): then they are the local time of this machine (`TZ`, else the
+system zone). Tables show times in UTC (`Z`) by default and in local time with
+`--local`; JSON is always UTC.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from triggers.clock import iso
+from triggers.errors import InputError
 
 _OUTCOMES = {
     "effect_succeeded": "succeeded",
@@ -137,6 +138,27 @@ def step_states(attempts: Iterable[AttemptOutput], events: Iterable[Any]) -> lis
             ended_at=None if attempt.outcome == "running" else attempt.at,
         )
     return sorted(found.values(), key=lambda state: state.started_at)
+
+
+def step_attempts(
+    attempts: Iterable[AttemptOutput], step: str, *, run_id: str
+) -> list[AttemptOutput]:
+    """The attempts of one step (by its effect id), as `runs logs RUN STEP` shows them.
+
+    Raises:
+        InputError: the run has no such step; the message names those it has.
+    """
+    every = list(attempts)
+    found = [attempt for attempt in every if attempt.effect_id == step]
+    if not found:
+        known = sorted({attempt.effect_id for attempt in every})
+        raise InputError(
+            f"run {run_id} has no step {step!r}"
+            + (f"; its steps: {', '.join(known)}" if known else " (no step has run)"),
+            run_id=run_id,
+            step=step,
+        )
+    return found
 
 
 def tail(text: str, lines: int = TAIL_LINES) -> list[str]:
