@@ -18,9 +18,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from triggers.declarations._messages import declaration_error, problem
-from triggers.declarations._problems import Collector
+from triggers.declarations._problems import Collector, Tally
 from triggers.declarations._specs import build_specs
-from triggers.declarations._yaml import SelfReferenceError, duplicate_keys, plain, read_yaml
+from triggers.declarations._yaml import (
+    NOT_READ,
+    SelfReferenceError,
+    duplicate_keys,
+    plain,
+    read_plain,
+    read_yaml,
+)
 from triggers.durations import parse_duration
 from triggers.model import FlowSpec, TriggerSpec
 
@@ -89,6 +96,14 @@ def parse_declarations(text: str, *, source: str) -> Declarations:
     Raises:
         DeclarationError: listing every problem found (see `load_declarations`).
     """
+    digest = text_digest(text)
+    data = read_plain(text)
+    if data is not NOT_READ:
+        tally = Tally()
+        flows, triggers = build_specs(data, tally)
+        if not tally.count:
+            return Declarations(flows=flows, triggers=triggers, source=source, digest=digest)
+    # Read again, keeping every position, to say where each problem is.
     node, tree = read_yaml(text, source)
     problems = Collector(source, tree)
     for loc, first_line, mark in duplicate_keys(node, (), set()):
@@ -101,4 +116,4 @@ def parse_declarations(text: str, *, source: str) -> Declarations:
         data = None
     flows, triggers = build_specs(data, problems)
     problems.raise_if_any()
-    return Declarations(flows=flows, triggers=triggers, source=source, digest=text_digest(text))
+    return Declarations(flows=flows, triggers=triggers, source=source, digest=digest)

@@ -85,6 +85,8 @@ triggers = sa.Table(
     sa.Column("blocked_by", sa.String(64), nullable=True),
     sa.Column("created_at", UtcDateTime, nullable=False),
     sa.Column("updated_at", UtcDateTime, nullable=False),
+    # The daemon's poll reads the rows written since its last one.
+    sa.Index("ix_triggers_updated_at", "updated_at"),
 )
 
 fires = sa.Table(
@@ -119,6 +121,8 @@ fires = sa.Table(
     sa.Index("ix_fires_occurrence_at", "occurrence_at"),
     sa.Index("ix_fires_settled_at", "settled_at"),
     sa.Index("ix_fires_run_id", "run_id"),
+    # One trigger's history, newest first, without sorting every row it has.
+    sa.Index("ix_fires_trigger_id_occurrence_at_id", "trigger_id", "occurrence_at", "id"),
 )
 
 heartbeats = sa.Table(

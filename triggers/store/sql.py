@@ -13,7 +13,6 @@ import dataclasses
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
-from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -27,11 +26,11 @@ from triggers.errors import (
 )
 from triggers.model import FireRecord, Outcome, Trigger, TriggerSpec
 from triggers.store import _codec
+from triggers.store._apply import ApplyPlan
 from triggers.store._claims import ClaimBatch
 from triggers.store._driver_errors import translated
 from triggers.store._pending import pending_triggers, promote_buffered, take_expired
 from triggers.store._ranges import record_range
-from triggers.store._revisions import record_revision
 from triggers.store._settlements import last_settled, record_run_changes, record_settlements
 from triggers.store._shared import (
     adjust_active,
@@ -102,18 +101,11 @@ class SqlTriggerStore:
                     .with_for_update()
                 )
             }
-            declared = set()
+            plan = ApplyPlan(stored, now)
             for spec in specs:
-                declared.add(spec.id)
-                self._apply_one(conn, spec, stored.get(spec.id), now, result)
-            for trigger_id, row in sorted(stored.items()):
-                if trigger_id not in declared and not row.retired:
-                    conn.execute(
-                        triggers.update()
-                        .where(triggers.c.id == trigger_id)
-                        .values(retired=True, updated_at=now)
-                    )
-                    result.retired.append(trigger_id)
+                plan.add(spec, result)
+            plan.retire_undeclared(result)
+            plan.write(conn)
             _set_meta(conn, _APPLIED_DIGEST, source_digest or "", now)
         return result
 
@@ -123,50 +115,6 @@ class SqlTriggerStore:
                 sa.select(meta.c.value).where(meta.c.key == _APPLIED_DIGEST)
             ).scalar()
         return value or None
-
-    @staticmethod
-    def _apply_one(
-        conn: Connection, spec: TriggerSpec, row: Any, now: datetime, result: ApplyResult
-    ) -> None:
-        digest = spec.digest()
-        declaration = spec.to_json()
-        if row is None:
-            conn.execute(
-                triggers.insert().values(
-                    id=spec.id,
-                    revision=1,
-                    digest=digest,
-                    declaration=declaration,
-                    enabled=spec.enabled,
-                    watermark_at=now,
-                    created_at=now,
-                    updated_at=now,
-                )
-            )
-            record_revision(conn, spec.id, 1, digest, declaration, now)
-            result.created.append(spec.id)
-            return
-        if row.digest == digest and not row.retired:
-            result.unchanged.append(spec.id)
-            return
-        values: dict[str, Any] = {
-            "digest": digest,
-            "declaration": declaration,
-            "enabled": spec.enabled,
-            "retired": False,
-            # A range row stays under one declaration and never spans unrecorded time
-            # (a retirement), or a backfill could no longer carve from it.
-            "open_range_id": None,
-            "updated_at": now,
-        }
-        if row.digest != digest:
-            values["revision"] = row.revision + 1
-            record_revision(conn, spec.id, row.revision + 1, digest, declaration, now)
-        if row.retired:
-            # A revived trigger owes nothing for the time it was retired.
-            values["watermark_at"] = max(row.watermark_at, now)
-        conn.execute(triggers.update().where(triggers.c.id == spec.id).values(**values))
-        result.updated.append(spec.id)
 
     def list_triggers(self, *, changed_since: datetime | None = None) -> list[Trigger | StoreError]:
         statement = select_triggers().order_by(triggers.c.id)
