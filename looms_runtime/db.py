@@ -52,6 +52,7 @@ class Database:
         self.is_sqlite = parsed.get_backend_name() == "sqlite"
         self._write_lock = _PriorityLock()
         self._stop = threading.Event()
+        self._writes = 0  # write transactions begun: the checkpointer skips when idle
         self._checkpointer: threading.Thread | None = None
         if self.is_sqlite:
             background = checkpoint_interval_s is not None and parsed.database not in (
@@ -96,6 +97,7 @@ class Database:
         the bookkeeping of runs that already finished.
         """
         self._write_lock.acquire(urgent=urgent)
+        self._writes += 1
         try:
             with self.engine.connect() as conn:
                 writer = conn.execution_options(**{_WRITE: True})
@@ -125,7 +127,13 @@ class Database:
         self.engine.dispose()
 
     def _checkpoint_loop(self, interval_s: float) -> None:
+        checkpointed = -1
         while not self._stop.wait(interval_s):
+            # Nothing written since the last checkpoint: nothing of ours to move. (Other
+            # processes' connections keep SQLite's automatic checkpoint.)
+            if self._writes == checkpointed:
+                continue
+            checkpointed = self._writes
             try:
                 with self.engine.connect() as conn:
                     # PASSIVE never waits for (or blocks) readers and writers.

@@ -1,5 +1,4 @@
-"""Indexes for many triggers and a long ledger: one trigger's history, newest first, and
-the triggers changed since a poll.
+"""An index for a daemon's poll over many triggers: the rows written since its last one.
 
 Revision ID: 0008
 Revises: 0006
@@ -17,15 +16,10 @@ depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
-    # `history ID`: WHERE trigger_id = ? ORDER BY occurrence_at DESC, id DESC LIMIT n
-    # reads n index entries instead of sorting every row of the trigger.
-    op.create_index(
-        "ix_fires_trigger_id_occurrence_at_id", "fires", ["trigger_id", "occurrence_at", "id"]
-    )
-    # The daemon's poll lists the triggers written since its last one.
+    # Every poll lists `WHERE updated_at >= ?`: without it, a scan of every trigger
+    # every few seconds (at 50,000 triggers, a fifth of the idle budget).
     op.create_index("ix_triggers_updated_at", "triggers", ["updated_at"])
 
 
 def downgrade() -> None:
     op.drop_index("ix_triggers_updated_at", table_name="triggers")
-    op.drop_index("ix_fires_trigger_id_occurrence_at_id", table_name="fires")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -100,5 +101,5 @@ def test_a_problem_is_located_although_the_file_was_read_fast_first() -> None:
     assert read_plain(text) is not NOT_READ
     with pytest.raises(DeclarationError) as caught:
         parse_declarations(text, source="x.yaml")
-    problems = caught.value.details["problems"]
+    problems = cast(list[dict[str, Any]], caught.value.details["problems"])
     assert [(p["line"], p["key"]) for p in problems] == [(5, "triggers[a].cron")]

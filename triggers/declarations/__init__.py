@@ -18,16 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from triggers.declarations._messages import declaration_error, problem
-from triggers.declarations._problems import Collector, Tally
-from triggers.declarations._specs import build_specs
-from triggers.declarations._yaml import (
-    NOT_READ,
-    SelfReferenceError,
-    duplicate_keys,
-    plain,
-    read_plain,
-    read_yaml,
-)
 from triggers.durations import parse_duration
 from triggers.model import FlowSpec, TriggerSpec
 
@@ -96,6 +86,19 @@ def parse_declarations(text: str, *, source: str) -> Declarations:
     Raises:
         DeclarationError: listing every problem found (see `load_declarations`).
     """
+    # The parser's modules load here, not with the package: a daemon restarted on the
+    # file already in force only reads and digests its text.
+    from triggers.declarations._problems import Collector, Tally  # noqa: PLC0415
+    from triggers.declarations._specs import build_specs  # noqa: PLC0415
+    from triggers.declarations._yaml import (  # noqa: PLC0415
+        NOT_READ,
+        SelfReferenceError,
+        duplicate_keys,
+        plain,
+        read_plain,
+        read_yaml,
+    )
+
     digest = text_digest(text)
     data = read_plain(text)
     if data is not NOT_READ:

@@ -23,7 +23,7 @@ from ruamel.yaml.resolver import VersionedResolver
 from ruamel.yaml.scalarbool import ScalarBoolean
 
 try:
-    from ruamel.yaml.cyaml import CParser
+    from ruamel.yaml.cyaml import CParser  # type: ignore[attr-defined] # re-exported from libyaml's build
 except ImportError:  # no libyaml build (`ruamel.yaml.clibz`) for this platform
     CParser = None
 

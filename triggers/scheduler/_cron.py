@@ -235,7 +235,8 @@ def _unhashed(fields: list[str], trigger_id: str) -> list[str]:
         return fields
     seconds_first = len(fields) == _WITH_SECONDS
     ordered = [*fields[1:], fields[0]] if seconds_first else fields
-    expander = HashExpander(croniter)
+    # croniter's parser hands its expanders the class itself, as here; its stubs say an instance.
+    expander = HashExpander(croniter)  # type: ignore[arg-type]
     hash_id = trigger_id.encode()
     drawn = [
         expander.expand("", index, field, hash_id=hash_id) for index, field in enumerate(ordered)

@@ -9,7 +9,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from triggers.model import FlowSpec, TriggerSpec
+from triggers.model import TriggerSpec
 from triggers.store.protocol import ApplyResult
 from triggers.store.schema import trigger_revisions, triggers
 
@@ -32,8 +32,7 @@ class ApplyPlan:
     def add(self, spec: TriggerSpec, result: ApplyResult) -> None:
         self._declared.add(spec.id)
         row, now = self._stored.get(spec.id), self._now
-        declaration = spec.to_json()
-        digest = FlowSpec.digest(declaration)
+        declaration, digest = spec.to_json(), spec.digest()
         if row is None:
             self._inserts.append(
                 {

@@ -121,8 +121,6 @@ fires = sa.Table(
     sa.Index("ix_fires_occurrence_at", "occurrence_at"),
     sa.Index("ix_fires_settled_at", "settled_at"),
     sa.Index("ix_fires_run_id", "run_id"),
-    # One trigger's history, newest first, without sorting every row it has.
-    sa.Index("ix_fires_trigger_id_occurrence_at_id", "trigger_id", "occurrence_at", "id"),
 )
 
 heartbeats = sa.Table(

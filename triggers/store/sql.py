@@ -34,6 +34,7 @@ from triggers.store._ranges import record_range
 from triggers.store._settlements import last_settled, record_run_changes, record_settlements
 from triggers.store._shared import (
     adjust_active,
+    chunks,
     fire_key,
     lock_triggers,
     read_triggers,
@@ -116,13 +117,34 @@ class SqlTriggerStore:
             ).scalar()
         return value or None
 
-    def list_triggers(self, *, changed_since: datetime | None = None) -> list[Trigger | StoreError]:
+    def list_triggers(
+        self,
+        *,
+        changed_since: datetime | None = None,
+        ids: Sequence[str] | None = None,
+        after_id: str | None = None,
+        limit: int | None = None,
+    ) -> list[Trigger | StoreError]:
         statement = select_triggers().order_by(triggers.c.id)
         if changed_since is not None:
             statement = statement.where(triggers.c.updated_at >= changed_since)
+        if after_id is not None:
+            statement = statement.where(triggers.c.id > after_id)
+        if limit is not None:
+            statement = statement.limit(limit)
         with self._read() as conn:
-            found = read_triggers(conn, statement)
+            if ids is None:
+                found = read_triggers(conn, statement)
+            else:
+                found = {}
+                for part in chunks(sorted(ids)):
+                    found.update(read_triggers(conn, statement.where(triggers.c.id.in_(part))))
         return list(found.values())
+
+    def declared_digests(self) -> dict[str, tuple[str, bool]]:
+        with self._read() as conn:
+            rows = conn.execute(sa.select(triggers.c.id, triggers.c.digest, triggers.c.retired))
+            return {row.id: (row.digest, bool(row.retired)) for row in rows}
 
     def get_trigger(self, trigger_id: str) -> Trigger | None:
         with self._read() as conn:
