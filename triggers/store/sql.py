@@ -125,8 +125,12 @@ class SqlTriggerStore:
         after_id: str | None = None,
         limit: int | None = None,
     ) -> list[Trigger | StoreError]:
-        statement = select_triggers().order_by(triggers.c.id)
-        if changed_since is not None:
+        statement = select_triggers()
+        if changed_since is None:
+            statement = statement.order_by(triggers.c.id)
+        else:
+            # Sorted here, not in SQL: asked for an order by id, SQLite would walk every
+            # row in id order rather than the few that the updated_at index finds.
             statement = statement.where(triggers.c.updated_at >= changed_since)
         if after_id is not None:
             statement = statement.where(triggers.c.id > after_id)
@@ -139,6 +143,8 @@ class SqlTriggerStore:
                 found = {}
                 for part in chunks(sorted(ids)):
                     found.update(read_triggers(conn, statement.where(triggers.c.id.in_(part))))
+        if changed_since is not None:
+            return [found[trigger_id] for trigger_id in sorted(found)]
         return list(found.values())
 
     def declared_digests(self) -> dict[str, tuple[str, bool]]:
