@@ -4,7 +4,9 @@ For each repeat, on a fresh SQLite database (migrated first, so the apply is tim
 alone): applies N hourly triggers (`cron: "M * * * *"`, M half an hour from now, so
 none comes due while measuring), applies the same file again (nothing changes),
 starts `triggers run`, and reports how long until its first tick (its heartbeat
-row), its CPU over a quiet window once start-up has settled, and its memory.
+row) and until it knows every trigger (its `triggers_listed` log line: the listing
+is read a page a tick, so the first tick comes before the last page), its CPU over a
+quiet window once start-up has settled, and its memory.
 Every figure is the median of the repeats (their range beside it), with the CPU of
 each command beside its wall-clock time and the load average around the run: the
 machine is shared.
@@ -56,6 +58,19 @@ def first_tick(path: Path, started: float, timeout_s: float) -> float | None:
     return None
 
 
+def listed_after(log: Path, started_at: float) -> float | None:
+    """Seconds from `started_at` (epoch) to the daemon's `triggers_listed` line, or None."""
+    for line in log.read_text().splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if entry.get("event") == "triggers_listed":
+            at = datetime.fromisoformat(entry["timestamp"].replace("Z", "+00:00"))
+            return round(at.timestamp() - started_at, 3)
+    return None
+
+
 def one(args: argparse.Namespace) -> dict[str, object]:
     workdir = Path(tempfile.mkdtemp(prefix="triggers-scale-"))
     path = workdir / "scale.sqlite"
@@ -67,12 +82,13 @@ def one(args: argparse.Namespace) -> dict[str, object]:
     timed_run([TRIGGERS, "db", "upgrade"], env)
     applied = timed_run([TRIGGERS, "apply", str(config)], env)
     again = timed_run([TRIGGERS, "apply", str(config)], env)
-    started = time.monotonic()
+    started, started_at = time.monotonic(), time.time()
+    log = workdir / "daemon.log"
     daemon = subprocess.Popen(
         [TRIGGERS, "run", "--config", str(config)],
-        env=env,
+        env={**env, "TRIGGERS_LOG_LEVEL": "info"},
         stdout=subprocess.DEVNULL,
-        stderr=(workdir / "daemon.log").open("w"),
+        stderr=log.open("w"),
     )
     try:
         tick_s = first_tick(path, started, timeout_s=120)
@@ -94,6 +110,7 @@ def one(args: argparse.Namespace) -> dict[str, object]:
         "apply_unchanged_s": again.wall_s,
         "apply_unchanged_cpu_s": again.cpu_s,
         "first_tick_s": tick_s,
+        "all_listed_s": listed_after(log, started_at),
         "start_cpu_s": round(start_cpu_s, 3),
         "idle_window_s": round(wall, 1),
         "idle_cpu_percent_of_core": round(100 * cpu / wall, 3),

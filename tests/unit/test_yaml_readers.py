@@ -54,6 +54,8 @@ SCALARS = [
     "a: [1, [2, {b: c}]]",
     "? [1, 2]\n: 3",
     "1: one\n2.5: two\ntrue: three",
+    "a: &k key\n*k : v",
+    "base: &b {x: [1, &s two]}\nuse: [*b, *s, *b]",
     "",
     "# only a comment",
 ]
@@ -89,6 +91,7 @@ def test_libyaml_reads_what_the_round_trip_reads(text: str) -> None:
         "%YAML 1.1\n---\na: yes",  # a directive only the round trip obeys
         "a: 1\na: 2",  # a repeated key, reported by the round trip
         "a: [1",  # not YAML
+        "a: &x [1, *x]",  # a document inside itself
     ],
 )
 def test_texts_the_two_could_read_apart_are_left_to_the_round_trip(text: str) -> None:

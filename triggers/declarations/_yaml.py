@@ -21,6 +21,7 @@ from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from ruamel.yaml.resolver import VersionedResolver
 from ruamel.yaml.scalarbool import ScalarBoolean
+from ruamel.yaml.tag import Tag
 
 try:
     from ruamel.yaml.cyaml import CParser  # type: ignore[attr-defined] # re-exported from libyaml's build
@@ -87,11 +88,47 @@ def read_plain(text: str) -> object:
         node = loader.get_single_node()
         if any(True for _ in duplicate_keys(node, (), set())):
             return NOT_READ
-        return None if node is None else plain(loader.construct_document(node), frozenset())
+        return None if node is None else _built(node, loader, {}, set())
     except (YAMLError, SelfReferenceError, TypeError, ValueError):
         return NOT_READ
     finally:
         loader.dispose()
+
+
+_STR = "tag:yaml.org,2002:str"
+
+
+def _built(node: Node, loader: Any, done: dict[int, object], active: set[int]) -> object:
+    """The plain value of a node, as the safe constructor and `plain` would make it.
+
+    Most nodes are strings, mappings and lists, built here directly (the constructor's
+    generic machinery costs more than libyaml's parsing); other scalars (numbers,
+    booleans, null, timestamps) go to the safe constructor. An alias is the value of
+    its anchor; one inside itself is a `SelfReferenceError`, as in `plain`."""
+    key = id(node)
+    if key in done:
+        if key in active:
+            raise SelfReferenceError
+        return done[key]
+    if isinstance(node, ScalarNode):
+        return node.value if node.tag == _STR else loader.construct_object(node, deep=True)
+    active.add(key)
+    if isinstance(node, SequenceNode):
+        items: list[object] = []
+        done[key] = items
+        items.extend(_built(item, loader, done, active) for item in node.value)
+    else:
+        mapping: dict[object, object] = {}
+        done[key] = mapping
+        for key_node, value_node in node.value:
+            name = _built(key_node, loader, done, active)
+            value = _built(value_node, loader, done, active)
+            # As the constructors do: a list key becomes a tuple, other unhashable keys
+            # are refused (TypeError: the round trip reports them), and of two keys that
+            # are equal values (`1` and `true`) the first stays.
+            mapping.setdefault(tuple(name) if isinstance(name, list) else name, value)
+    active.discard(key)
+    return done[key]
 
 
 if CParser is not None:
@@ -106,10 +143,27 @@ if CParser is not None:
             SafeConstructor.__init__(self, loader=self)
             self.allow_duplicate_keys = True  # found on the node tree, as `read_yaml` does
             VersionedResolver.__init__(self, version=None, loadumper=self)
+            self._rules: dict[str | None, list[tuple[str, Any]]] | None = None
 
         # ruamel looks the version up for every scalar; a text without directives is
         # read by the YAML 1.2 rules, as the round trip reads it.
         processing_version = (1, 2)
+
+        def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
+            """`VersionedResolver.resolve` for one fixed version and no path resolvers:
+            libyaml calls it for every node, and the general one looks its rules up
+            anew each time."""
+            if kind is ScalarNode and implicit[0]:
+                rules = self._rules
+                if rules is None:
+                    found = self.versioned_resolver
+                    anywhere = found.get(None, [])
+                    rules = self._rules = {first: [*r, *anywhere] for first, r in found.items()}
+                    rules[None] = anywhere
+                for tag, pattern in rules.get(value[:1], rules[None]):
+                    if pattern.match(value):
+                        return Tag(suffix=tag)
+            return super().resolve(kind, value, (False, False))
 
 
 def duplicate_keys(node: Node | None, loc: Loc, seen: set[int]) -> Iterator[tuple[Loc, int, Any]]:

@@ -136,6 +136,7 @@ class Scheduler:
             store, page=_LISTING_PAGE, full_every=_FULL_LISTING_EVERY, margin=_CLOCK_MARGIN
         )
         self._unsynced: dict[str, Trigger] = {}
+        self._listed_all = False
         self._stopping = threading.Event()
         self._corrupt: set[str] = set()
         self.progress = LoopProgress(clock.monotonic)
@@ -359,6 +360,11 @@ class Scheduler:
             for gone in set(self._timetable.entries) - page.complete:
                 self._timetable.remove(gone)
                 self._unsynced.pop(gone, None)
+            # The first full listing: from now on the loop knows every trigger.
+            (log.debug if self._listed_all else log.info)(
+                "triggers_listed", count=len(page.complete)
+            )
+            self._listed_all = True
 
     def _prune(self, now: datetime) -> None:
         if self._last_prune_at is not None and now - self._last_prune_at < _PRUNE_EVERY:

@@ -9,9 +9,27 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from triggers.clock import to_ms
 from triggers.model import TriggerSpec
+from triggers.store._shared import executemany
 from triggers.store.protocol import ApplyResult
 from triggers.store.schema import trigger_revisions, triggers
+
+_NEW_COLUMNS = (
+    "id",
+    "revision",
+    "digest",
+    "declaration",
+    "enabled",
+    "watermark_at",
+    "created_at",
+    "updated_at",
+)
+_INSERT_TRIGGER = triggers.insert().values({name: sa.bindparam(name) for name in _NEW_COLUMNS})
+_REVISION_COLUMNS = ("trigger_id", "revision", "digest", "declaration", "applied_at")
+_INSERT_REVISION = trigger_revisions.insert().values(
+    {name: sa.bindparam(name) for name in _REVISION_COLUMNS}
+)
 
 
 class ApplyPlan:
@@ -77,8 +95,31 @@ class ApplyPlan:
 
     def write(self, conn: Connection) -> None:
         now = self._now
-        if self._inserts:
-            conn.execute(triggers.insert(), self._inserts)
+        if self._inserts or self._revisions:
+            # New rows go to the driver as its own values (see `executemany`), each
+            # declaration serialized once for its trigger row and its revision row.
+            to_driver = triggers.c.declaration.type.dialect_impl(conn.dialect).bind_processor(
+                conn.dialect
+            )
+            encoded: dict[int, Any] = {}
+
+            def driver(row: dict[str, Any], *instants: str) -> dict[str, Any]:
+                declaration = row["declaration"]
+                if id(declaration) not in encoded:
+                    encoded[id(declaration)] = (
+                        to_driver(declaration) if to_driver is not None else declaration
+                    )
+                return {**row, "declaration": encoded[id(declaration)]} | {
+                    name: to_ms(row[name]) for name in instants
+                }
+
+            inserts = [
+                driver(row, "watermark_at", "created_at", "updated_at") for row in self._inserts
+            ]
+            executemany(conn, _INSERT_TRIGGER, inserts)
+            executemany(
+                conn, _INSERT_REVISION, [driver(row, "applied_at") for row in self._revisions]
+            )
         if self._updates:
             conn.execute(
                 triggers.update()
@@ -99,8 +140,6 @@ class ApplyPlan:
                 .values(retired=True, updated_at=now),
                 self._retired,
             )
-        if self._revisions:
-            conn.execute(trigger_revisions.insert(), self._revisions)
 
     def _revision(self, trigger_id: str, revision: int, digest: str, declaration: Any) -> None:
         self._revisions.append(
