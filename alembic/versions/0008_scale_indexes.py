@@ -8,7 +8,6 @@ Create Date: 2026-12-01 14:00:00.000000
 
 from collections.abc import Sequence
 
-import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0008"
@@ -22,15 +21,9 @@ def upgrade() -> None:
     # every few seconds (at 50,000 triggers, a fifth of the idle budget).
     op.create_index("ix_triggers_updated_at", "triggers", ["updated_at"])
     # And every poll's pending pass asks which triggers have a buffered count.
-    op.create_index(
-        "ix_triggers_id_buffered",
-        "triggers",
-        ["id"],
-        sqlite_where=sa.text("buffered_count != 0"),
-        postgresql_where=sa.text("buffered_count != 0"),
-    )
+    op.create_index("ix_triggers_buffered_count", "triggers", ["buffered_count"])
 
 
 def downgrade() -> None:
-    op.drop_index("ix_triggers_id_buffered", table_name="triggers")
+    op.drop_index("ix_triggers_buffered_count", table_name="triggers")
     op.drop_index("ix_triggers_updated_at", table_name="triggers")
