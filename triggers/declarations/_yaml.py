@@ -158,10 +158,14 @@ if CParser is not None:
                 if rules is None:
                     found = self.versioned_resolver
                     anywhere = found.get(None, [])
-                    rules = self._rules = {first: [*r, *anywhere] for first, r in found.items()}
-                    rules[None] = anywhere
-                for tag, pattern in rules.get(value[:1], rules[None]):
-                    if pattern.match(value):
+                    # The patterns' own `match` (ruamel wraps each in a lazy proxy).
+                    rules = self._rules = {
+                        first: [(tag, pattern.match) for tag, pattern in [*r, *anywhere]]
+                        for first, r in found.items()
+                    }
+                    rules[None] = [(tag, pattern.match) for tag, pattern in anywhere]
+                for tag, match in rules.get(value[:1], rules[None]):
+                    if match(value):
                         return Tag(suffix=tag)
             return super().resolve(kind, value, (False, False))
 

@@ -271,6 +271,8 @@ def _one_value_ranges(field: str, *, days: bool) -> str:
     nothing left to step over. `days`: this is the day-of-month field, where `L` ends
     a range as 31.
     """
+    if "-" not in field:
+        return field.lower()  # no range at all: nothing to rewrite
     names = {**_NAMES, "l": 31} if days else _NAMES
     items = field.lower().split(",")
     for index, item in enumerate(items):

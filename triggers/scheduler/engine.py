@@ -360,11 +360,11 @@ class Scheduler:
             for gone in set(self._timetable.entries) - page.complete:
                 self._timetable.remove(gone)
                 self._unsynced.pop(gone, None)
-            # The first full listing: from now on the loop knows every trigger.
-            (log.debug if self._listed_all else log.info)(
-                "triggers_listed", count=len(page.complete)
-            )
-            self._listed_all = True
+            if self._listed_all:
+                log.debug("triggers_listed", count=len(page.complete))
+            else:  # the first full listing: from now on the loop knows every trigger
+                log.info("triggers_listed", count=len(page.complete))
+                self._listed_all = True
 
     def _prune(self, now: datetime) -> None:
         if self._last_prune_at is not None and now - self._last_prune_at < _PRUNE_EVERY:
