@@ -11,7 +11,7 @@ import typer
 from triggers.cli._app import app
 from triggers.cli._backend import actor, open_stores
 from triggers.cli._commands import FileArg, declarations_file
-from triggers.cli._common import clock, errors, output_of, quiet_logging
+from triggers.cli._common import clock, errors, output_of
 from triggers.cli._output import JsonOpt, Output, OutputOpt, emit, value_text
 
 if TYPE_CHECKING:
@@ -62,9 +62,9 @@ def _apply(declarations: Declarations, note: str | None) -> DeclarationsDiff:
     from triggers import actions  # noqa: PLC0415
     from triggers.clock import to_ms  # noqa: PLC0415
 
-    quiet_logging()
     now = clock.now()
-    # The store and the flow registry alone: an apply never loads the runtime's engine.
+    # The store and the flow registry alone: an apply never loads the runtime's engine,
+    # nor structlog (none of this code logs; a migration's stdlib records go to stderr).
     with open_stores(create=True) as stores:
         applied = actions.apply(
             stores.store,
