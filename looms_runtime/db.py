@@ -21,6 +21,10 @@ from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine, make_url
 
 _WRITE = "looms_write"
+# The background checkpoint waits for this many write transactions, or this many of its
+# intervals, whichever comes first.
+_CHECKPOINT_WRITES = 32
+_CHECKPOINT_EVERY = 10
 
 
 class Database:
@@ -127,13 +131,17 @@ class Database:
         self.engine.dispose()
 
     def _checkpoint_loop(self, interval_s: float) -> None:
-        checkpointed = -1
+        checkpointed, waited = -1, 0
         while not self._stop.wait(interval_s):
             # Nothing written since the last checkpoint: nothing of ours to move. (Other
-            # processes' connections keep SQLite's automatic checkpoint.)
-            if self._writes == checkpointed:
+            # processes' connections keep SQLite's automatic checkpoint.) A trickle of
+            # writes (an idle daemon's heartbeats) is moved every few intervals, a burst
+            # at the next one: each checkpoint syncs the database file.
+            waited += 1
+            written = self._writes - checkpointed
+            if not written or (written < _CHECKPOINT_WRITES and waited < _CHECKPOINT_EVERY):
                 continue
-            checkpointed = self._writes
+            checkpointed, waited = self._writes, 0
             try:
                 with self.engine.connect() as conn:
                     # PASSIVE never waits for (or blocks) readers and writers.
