@@ -50,7 +50,7 @@ _HEARTBEAT_MIN_EVERY = timedelta(seconds=1)
 _MAX_HOUSEKEEPING_DEFER = timedelta(seconds=10)
 _FULL_LISTING_EVERY = timedelta(minutes=10)
 _SYNC_BATCH = 2_000
-_LISTING_PAGE = 2_000
+_LISTING_PAGE = 500
 _CLOCK_MARGIN = timedelta(seconds=15)
 _RETRY_AFTER = timedelta(seconds=1)
 _BUFFERING = frozenset({Overlap.BUFFER, Overlap.BUFFER_ALL, Overlap.SUPERSEDE})
