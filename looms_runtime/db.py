@@ -21,6 +21,10 @@ from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine, make_url
 
 _WRITE = "looms_write"
+# The background checkpoint waits for this many write transactions, or this many of its
+# intervals, whichever comes first.
+_CHECKPOINT_WRITES = 32
+_CHECKPOINT_EVERY = 10
 
 
 class Database:
@@ -52,6 +56,7 @@ class Database:
         self.is_sqlite = parsed.get_backend_name() == "sqlite"
         self._write_lock = _PriorityLock()
         self._stop = threading.Event()
+        self._writes = 0  # write transactions begun: the checkpointer skips when idle
         self._checkpointer: threading.Thread | None = None
         if self.is_sqlite:
             background = checkpoint_interval_s is not None and parsed.database not in (
@@ -96,6 +101,7 @@ class Database:
         the bookkeeping of runs that already finished.
         """
         self._write_lock.acquire(urgent=urgent)
+        self._writes += 1
         try:
             with self.engine.connect() as conn:
                 writer = conn.execution_options(**{_WRITE: True})
@@ -125,7 +131,17 @@ class Database:
         self.engine.dispose()
 
     def _checkpoint_loop(self, interval_s: float) -> None:
+        checkpointed, waited = -1, 0
         while not self._stop.wait(interval_s):
+            # Nothing written since the last checkpoint: nothing of ours to move. (Other
+            # processes' connections keep SQLite's automatic checkpoint.) A trickle of
+            # writes (an idle daemon's heartbeats) is moved every few intervals, a burst
+            # at the next one: each checkpoint syncs the database file.
+            waited += 1
+            written = self._writes - checkpointed
+            if not written or (written < _CHECKPOINT_WRITES and waited < _CHECKPOINT_EVERY):
+                continue
+            checkpointed, waited = self._writes, 0
             try:
                 with self.engine.connect() as conn:
                     # PASSIVE never waits for (or blocks) readers and writers.

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from triggers import services
 from triggers.clock import iso
 from triggers.declarations import Declarations
-from triggers.diffs import DeclarationsDiff, diff_declarations
+from triggers.diffs import DeclarationsDiff, changed_ids, diff_digests
 from triggers.model import Overlap, Trigger
 from triggers.scheduler.backfill import BackfillResult
 from triggers.store.audit_log import ActionKind, Actor, AuditEntry, AuditLog
@@ -59,8 +59,11 @@ class Applied:
 
 def plan_apply(store: TriggerStore, declarations: Declarations) -> DeclarationsDiff:
     """What applying `declarations` would change; writes nothing (`apply --dry-run`)."""
-    stored = [row for row in store.list_triggers() if isinstance(row, Trigger)]
-    return diff_declarations(stored, declarations.triggers)
+    digests = store.declared_digests()
+    wanted = changed_ids(digests, declarations.triggers)
+    stored = store.list_triggers(ids=wanted) if wanted else []
+    changed = {row.id: row for row in stored if isinstance(row, Trigger)}
+    return diff_digests(digests, changed, declarations.triggers)
 
 
 def apply(

@@ -168,6 +168,8 @@ class TriggerSpec:
     end_at: datetime | None = None
     max_runs: int | None = None
     pause_on_failure: bool = False
+    # The digest, once computed: an apply compares ten thousand of them, twice.
+    _digest: str = field(default="", init=False, repr=False, compare=False)
 
     def to_json(self) -> dict[str, JsonValue]:
         """The canonical stored form (the digest of which decides a revision bump)."""
@@ -225,7 +227,9 @@ class TriggerSpec:
 
     def digest(self) -> str:
         """A digest of the declaration; equal digests mean an unchanged declaration."""
-        return FlowSpec.digest(self.to_json())
+        if not self._digest:
+            object.__setattr__(self, "_digest", FlowSpec.digest(self.to_json()))
+        return self._digest
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -11,9 +11,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from looms_runtime._cancel import CancelToken
 from looms_runtime._clock import monotonic
@@ -21,6 +19,9 @@ from looms_runtime._effects.context import EffectContext
 from looms_runtime._effects.output import HeadBuffer
 from looms_runtime._history.definitions import HttpStep
 from looms_runtime._history.outcome import EffectResult
+
+if TYPE_CHECKING:
+    import httpx
 
 _SUCCESS = range(200, 300)
 _CLOSE_S = 5.0
@@ -48,6 +49,10 @@ class HttpLoop:
 
     async def _session(self) -> httpx.AsyncClient:
         if self._client is None:
+            # Imported with the first HTTP step: a daemon whose flows make no request
+            # never pays for it (a tenth of its start-up).
+            import httpx  # noqa: PLC0415
+
             self._client = httpx.AsyncClient(follow_redirects=False)
         return self._client
 
@@ -81,6 +86,8 @@ class HttpLoop:
         loop.call_soon_threadsafe(_cancel_all, loop)
         client, self._client = self._client, None
         if client is not None:
+            import httpx  # noqa: PLC0415 - loaded already: a client exists
+
             closing = asyncio.run_coroutine_threadsafe(client.aclose(), loop)
             try:
                 closing.result(min(timeout_s, _CLOSE_S))
@@ -94,6 +101,8 @@ class HttpLoop:
     async def _send(
         self, step: HttpStep, ctx: EffectContext, timeout_s: float | None
     ) -> dict[str, Any]:
+        import httpx  # noqa: PLC0415 - loaded by the session, once
+
         client = await self._session()
         started = monotonic()
         body = HeadBuffer(ctx.output_limit_bytes)

@@ -157,13 +157,11 @@ class Maintenance:
             with driver_errors(), self._db.write() as conn:
                 self._heartbeat(conn, now, starting=False)
             self._next_heartbeat = now + self._lease_ms // 3
+        since = self._polled_at - REQUEST_POLL_OVERLAP_MS
+        # One read transaction a second for all the questions: an idle runtime's cost
+        # is mostly transactions, not the (indexed, small) queries in them.
         with driver_errors(), self._db.read() as conn:
             local = local_owners(conn, owner=self._owner, boot_id=self._process.boot, now_ms=now)
-        if any(process.gone() for _, process in local):
-            with driver_errors(), self._db.write() as conn:
-                self._lapse_dead(conn, now)
-        since = self._polled_at - REQUEST_POLL_OVERLAP_MS
-        with driver_errors(), self._db.read() as conn:
             requested = runs_with_new_requests(conn, owner=self._owner, since_ms=since)
             full = now >= self._next_takeover
             orphans = (
@@ -172,6 +170,10 @@ class Maintenance:
                 else lapsed_owner_runs(conn, owner=self._owner, now_ms=now)
             )
         self._polled_at = now
+        if any(process.gone() for _, process in local):
+            with driver_errors(), self._db.write() as conn:
+                # Lapsed owners' runs are ours to take now.
+                orphans = self._lapse_dead(conn, now) or orphans
         if requested:
             self._drive(requested, True)
         if full:

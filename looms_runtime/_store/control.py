@@ -126,18 +126,37 @@ def heartbeat(
     conn.execute(stmt, {"owner": owner, "started_at": now_ms, **values})
 
 
+# Built once, as the statements the maintenance thread runs every second are.
+_LOCAL_OWNERS = sa.select(owners.c.owner, owners.c.pid, owners.c.process_start).where(
+    owners.c.boot_id == sa.bindparam("boot_id"),
+    owners.c.owner != sa.bindparam("owner"),
+    owners.c.expires_at >= sa.bindparam("now_ms"),
+)
+_LAPSED_OWNER_RUN = (
+    sa.select(runs.c.run_id)
+    .where(
+        runs.c.lease_owner.in_(
+            sa.select(owners.c.owner).where(
+                owners.c.expires_at < sa.bindparam("now_ms"),
+                owners.c.owner != sa.bindparam("owner"),
+            )
+        ),
+        runs.c.status.in_(UNSETTLED),
+    )
+    .limit(1)
+)
+
+
 def local_owners(
     conn: Connection, *, owner: str, boot_id: str, now_ms: int
 ) -> list[tuple[str, ProcessId]]:
     """Other owners on this boot of this host whose lease still runs, with their processes."""
     if not boot_id:
         return []
-    query = sa.select(owners.c.owner, owners.c.pid, owners.c.process_start).where(
-        owners.c.boot_id == boot_id, owners.c.owner != owner, owners.c.expires_at >= now_ms
-    )
+    found = conn.execute(_LOCAL_OWNERS, {"boot_id": boot_id, "owner": owner, "now_ms": now_ms})
     return [
         (row.owner, ProcessId(boot=boot_id, pid=row.pid, started=row.process_start))
-        for row in conn.execute(query)
+        for row in found
     ]
 
 
@@ -188,17 +207,8 @@ def lapsed_owner_runs(conn: Connection, *, owner: str, now_ms: int) -> bool:
     Reads the small owners table, then one indexed probe per lapsed owner, so it
     costs next to nothing however many runs there are.
     """
-    lapsed = list(
-        conn.execute(
-            sa.select(owners.c.owner).where(owners.c.expires_at < now_ms, owners.c.owner != owner)
-        ).scalars()
-    )
-    if not lapsed:
-        return False
-    query = sa.select(runs.c.run_id).where(
-        runs.c.lease_owner.in_(lapsed), runs.c.status.in_(UNSETTLED)
-    )
-    return conn.execute(query.limit(1)).first() is not None
+    found = conn.execute(_LAPSED_OWNER_RUN, {"now_ms": now_ms, "owner": owner}).first()
+    return found is not None
 
 
 def stranded_runs(conn: Connection, *, owner: str, before_ms: int, limit: int) -> list[str]:

@@ -164,18 +164,22 @@ def load_flow(conn: Connection, name: str, version: str) -> Any | None:
     ).scalar_one_or_none()
 
 
+# Built once: the maintenance thread asks every second, and building a statement
+# costs SQLAlchemy more than the database takes to answer it.
+_PENDING_REQUESTS = (
+    sa.select(inbox.c.run_id)
+    .distinct()
+    .where(inbox.c.consumed_seq.is_(None), inbox.c.created_at >= sa.bindparam("since_ms"))
+)
+
+
 def runs_with_new_requests(conn: Connection, *, owner: str, since_ms: int) -> list[str]:
     """Our unsettled runs with requests recorded since `since_ms` (by other processes, too).
 
     The pending-request index answers the first query alone, so an empty inbox costs
     next to nothing however many runs there are.
     """
-    pending = conn.execute(
-        sa.select(inbox.c.run_id)
-        .distinct()
-        .where(inbox.c.consumed_seq.is_(None), inbox.c.created_at >= since_ms)
-    ).scalars()
-    candidates = list(pending)
+    candidates = list(conn.execute(_PENDING_REQUESTS, {"since_ms": since_ms}).scalars())
     if not candidates:
         return []
     query = sa.select(runs.c.run_id).where(

@@ -211,9 +211,7 @@ BRANCHES = textwrap.dedent(
 )
 
 
-def test_runs_show_lists_a_graph_flows_branches_with_their_states(
-    cli: Cli, tmp_path: Path
-) -> None:
+def test_runs_show_lists_a_graph_flows_branches_with_their_states(cli: Cli, tmp_path: Path) -> None:
     config = tmp_path / "branches.yaml"
     config.write_text(BRANCHES)
     assert cli.run("apply", str(config)).returncode == 0

@@ -5,7 +5,13 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from tests.factories import spec
-from triggers.diffs import FieldChange, declaration_view, diff_declarations
+from triggers.diffs import (
+    FieldChange,
+    changed_ids,
+    declaration_view,
+    diff_declarations,
+    diff_digests,
+)
 from triggers.model import Overlap, Trigger, TriggerSpec
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -68,3 +74,20 @@ def test_nothing_to_apply_is_an_empty_diff() -> None:
 
     assert diff.empty
     assert diff.to_json() == {"added": [], "changed": [], "unchanged": ["a"], "retired": []}
+
+
+def test_a_diff_from_digests_reads_only_the_changed_declarations() -> None:
+    before = [
+        stored(spec("same")),
+        stored(spec("edited", cron="0 * * * *")),
+        stored(spec("dropped")),
+        stored(spec("back"), retired=True),
+    ]
+    after = [spec("same"), spec("edited", cron="30 * * * *"), spec("back"), spec("new")]
+    digests = {t.id: (t.spec.digest(), t.retired) for t in before}
+
+    wanted = changed_ids(digests, after)
+    diff = diff_digests(digests, {t.id: t for t in before if t.id in wanted}, after)
+
+    assert wanted == ["edited", "back"]
+    assert diff == diff_declarations(before, after)

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from triggers.cli._app import app
-from triggers.cli._backend import actor, open_stores, settings
+from triggers.cli._backend import actor, open_stores
 from triggers.cli._commands import FileArg, declarations_file
-from triggers.cli._common import clock, errors, output_of, quiet_logging
+from triggers.cli._common import clock, errors, output_of
 from triggers.cli._output import JsonOpt, Output, OutputOpt, emit, value_text
 
 if TYPE_CHECKING:
@@ -58,25 +58,23 @@ def _preview(declarations: Declarations) -> DeclarationsDiff:
 
 
 def _apply(declarations: Declarations, note: str | None) -> DeclarationsDiff:
+    from looms_runtime.registry import register_flow  # noqa: PLC0415
     from triggers import actions  # noqa: PLC0415
-    from triggers.daemon import open_backend, owner_id  # noqa: PLC0415
-    from triggers.store.sql_audit import SqlAuditLog  # noqa: PLC0415
+    from triggers.clock import to_ms  # noqa: PLC0415
 
-    quiet_logging()
-    config = settings()
-    backend = open_backend(config, owner=owner_id(config.host), clock=clock)
-    try:
+    now = clock.now()
+    # The store and the flow registry alone: an apply never loads the runtime's engine,
+    # nor structlog (none of this code logs; a migration's stdlib records go to stderr).
+    with open_stores(create=True) as stores:
         applied = actions.apply(
-            backend.store,
-            SqlAuditLog(backend.db),
-            backend.runtime.register_flow,
+            stores.store,
+            stores.audit,
+            lambda name, definition: register_flow(stores.db, name, definition, now_ms=to_ms(now)),
             declarations,
-            now=clock.now(),
+            now=now,
             actor=actor(),
             note=note,
         )
-    finally:
-        backend.close()
     return applied.diff
 
 

@@ -18,9 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from triggers.declarations._messages import declaration_error, problem
-from triggers.declarations._problems import Collector
-from triggers.declarations._specs import build_specs
-from triggers.declarations._yaml import SelfReferenceError, duplicate_keys, plain, read_yaml
 from triggers.durations import parse_duration
 from triggers.model import FlowSpec, TriggerSpec
 
@@ -89,6 +86,27 @@ def parse_declarations(text: str, *, source: str) -> Declarations:
     Raises:
         DeclarationError: listing every problem found (see `load_declarations`).
     """
+    # The parser's modules load here, not with the package: a daemon restarted on the
+    # file already in force only reads and digests its text.
+    from triggers.declarations._problems import Collector, Tally  # noqa: PLC0415
+    from triggers.declarations._specs import build_specs  # noqa: PLC0415
+    from triggers.declarations._yaml import (  # noqa: PLC0415
+        NOT_READ,
+        SelfReferenceError,
+        duplicate_keys,
+        plain,
+        read_plain,
+        read_yaml,
+    )
+
+    digest = text_digest(text)
+    data = read_plain(text)
+    if data is not NOT_READ:
+        tally = Tally()
+        flows, triggers = build_specs(data, tally)
+        if not tally.count:
+            return Declarations(flows=flows, triggers=triggers, source=source, digest=digest)
+    # Read again, keeping every position, to say where each problem is.
     node, tree = read_yaml(text, source)
     problems = Collector(source, tree)
     for loc, first_line, mark in duplicate_keys(node, (), set()):
@@ -101,4 +119,4 @@ def parse_declarations(text: str, *, source: str) -> Declarations:
         data = None
     flows, triggers = build_specs(data, problems)
     problems.raise_if_any()
-    return Declarations(flows=flows, triggers=triggers, source=source, digest=text_digest(text))
+    return Declarations(flows=flows, triggers=triggers, source=source, digest=digest)

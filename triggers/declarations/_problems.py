@@ -75,6 +75,20 @@ class Collector:
             raise declaration_error(sorted(found, key=lambda item: (item["line"], item["column"])))
 
 
+class Tally:
+    """Counts problems without locating them (implements `Problems`): for a first pass
+    over a document read without positions, which is read again if any is found."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def add(self, loc: Loc, message: str, *, at: Anchor = "value") -> None:
+        self.count += 1
+
+    def line_of(self, loc: Loc) -> int:
+        return 0
+
+
 def validate_partial(
     model: type[M], raw: object, loc: Loc, problems: Problems
 ) -> tuple[M | None, frozenset[str]]:

@@ -1,20 +1,32 @@
 """The YAML tree of a declarations file, and where each of its keys and values sits.
 
 ruamel's round-trip loader keeps every key's and value's line and column, so a
-problem found on the plain data can be pointed at in the file.
+problem found on the plain data can be pointed at in the file. It is pure Python,
+about 0.3 ms a trigger; a valid file needs no positions, so `read_plain` reads it
+first with libyaml (ruamel's C parser, the same YAML 1.2 resolver), about ten
+times faster, and only a file with a problem is read again to locate it.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from datetime import datetime
 from typing import Any, Literal, TypeAlias
 
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.constructor import SafeConstructor
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+from ruamel.yaml.resolver import VersionedResolver
 from ruamel.yaml.scalarbool import ScalarBoolean
+from ruamel.yaml.tag import Tag
+
+try:
+    from ruamel.yaml.cyaml import CParser  # type: ignore[attr-defined] # re-exported from libyaml's build
+except ImportError:  # no libyaml build (`ruamel.yaml.clibz`) for this platform
+    CParser = None
 
 from triggers.declarations._messages import declaration_error, problem
 from triggers.declarations._values import ID_PATTERN, MAX_ID_LENGTH
@@ -53,6 +65,109 @@ def read_yaml(text: str, source: str) -> tuple[Node | None, Any]:
         ) from None
     except YAMLError as exc:
         raise declaration_error([problem(source, 1, 1, "", f"invalid YAML: {exc}")]) from None
+
+
+# Where the C path and the round-trip path could read the same text differently: tags
+# (`!!str 5` is a plain string to one, a tagged scalar to the other), merge keys (the
+# merged keys' order) and directives (`%YAML 1.1`, which only the round trip obeys).
+_NOT_PLAIN = re.compile(r"!|<<|^%", re.MULTILINE)
+NOT_READ = object()
+"""What `read_plain` returns for a text it leaves to `read_yaml`."""
+
+
+def read_plain(text: str) -> object:
+    """The document as builtins, read by libyaml, or `NOT_READ`.
+
+    `NOT_READ` when libyaml is not installed, when the text is not YAML, repeats a
+    key, contains itself, or uses what the two paths might read apart (tags, merge
+    keys, directives): `read_yaml` then reads it, and reports what is wrong where."""
+    if CParser is None or _NOT_PLAIN.search(text):
+        return NOT_READ
+    loader = _PlainLoader(text)
+    try:
+        node = loader.get_single_node()
+        if any(True for _ in duplicate_keys(node, (), set())):
+            return NOT_READ
+        return None if node is None else _built(node, loader, {}, set())
+    except (YAMLError, SelfReferenceError, TypeError, ValueError):
+        return NOT_READ
+    finally:
+        loader.dispose()
+
+
+_STR = "tag:yaml.org,2002:str"
+
+
+def _built(node: Node, loader: Any, done: dict[int, object], active: set[int]) -> object:
+    """The plain value of a node, as the safe constructor and `plain` would make it.
+
+    Most nodes are strings, mappings and lists, built here directly (the constructor's
+    generic machinery costs more than libyaml's parsing); other scalars (numbers,
+    booleans, null, timestamps) go to the safe constructor. An alias is the value of
+    its anchor; one inside itself is a `SelfReferenceError`, as in `plain`."""
+    key = id(node)
+    if key in done:
+        if key in active:
+            raise SelfReferenceError
+        return done[key]
+    if isinstance(node, ScalarNode):
+        return node.value if node.tag == _STR else loader.construct_object(node, deep=True)
+    active.add(key)
+    if isinstance(node, SequenceNode):
+        items: list[object] = []
+        done[key] = items
+        items.extend(_built(item, loader, done, active) for item in node.value)
+    else:
+        mapping: dict[object, object] = {}
+        done[key] = mapping
+        for key_node, value_node in node.value:
+            name = _built(key_node, loader, done, active)
+            value = _built(value_node, loader, done, active)
+            # As the constructors do: a list key becomes a tuple, other unhashable keys
+            # are refused (TypeError: the round trip reports them), and of two keys that
+            # are equal values (`1` and `true`) the first stays.
+            mapping.setdefault(tuple(name) if isinstance(name, list) else name, value)
+    active.discard(key)
+    return done[key]
+
+
+if CParser is not None:
+
+    class _PlainLoader(CParser, SafeConstructor, VersionedResolver):  # type: ignore[misc]
+        """libyaml's scanner, parser and composer; ruamel's YAML 1.2 resolver and safe
+        constructor (what `YAML(typ="safe")` would assemble, had it found libyaml)."""
+
+        def __init__(self, text: str) -> None:
+            CParser.__init__(self, text)
+            self._parser = self._composer = self
+            SafeConstructor.__init__(self, loader=self)
+            self.allow_duplicate_keys = True  # found on the node tree, as `read_yaml` does
+            VersionedResolver.__init__(self, version=None, loadumper=self)
+            self._rules: dict[str | None, list[tuple[str, Any]]] | None = None
+
+        # ruamel looks the version up for every scalar; a text without directives is
+        # read by the YAML 1.2 rules, as the round trip reads it.
+        processing_version = (1, 2)
+
+        def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
+            """`VersionedResolver.resolve` for one fixed version and no path resolvers:
+            libyaml calls it for every node, and the general one looks its rules up
+            anew each time."""
+            if kind is ScalarNode and implicit[0]:
+                rules = self._rules
+                if rules is None:
+                    found = self.versioned_resolver
+                    anywhere = found.get(None, [])
+                    # The patterns' own `match` (ruamel wraps each in a lazy proxy).
+                    rules = self._rules = {
+                        first: [(tag, pattern.match) for tag, pattern in [*r, *anywhere]]
+                        for first, r in found.items()
+                    }
+                    rules[None] = [(tag, pattern.match) for tag, pattern in anywhere]
+                for tag, match in rules.get(value[:1], rules[None]):
+                    if match(value):
+                        return Tag(suffix=tag)
+            return super().resolve(kind, value, (False, False))
 
 
 def duplicate_keys(node: Node | None, loc: Loc, seen: set[int]) -> Iterator[tuple[Loc, int, Any]]:

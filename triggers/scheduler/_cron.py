@@ -20,13 +20,18 @@ from __future__ import annotations
 
 import bisect
 import calendar
+import functools
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
 from croniter import (  # noqa: TID251 - this package is where cron math is allowed
     CroniterError,
     croniter,
+)
+from croniter.croniter import (  # noqa: TID251 - H forms drawn by croniter's own expander
+    HashExpander,
 )
 
 from triggers.errors import ScheduleError
@@ -67,22 +72,44 @@ _REBOOT = (
 )
 
 
+@dataclass(frozen=True, slots=True)
+class _Shape:
+    """What an expression without `H` expands to: shared by every trigger that has it.
+
+    Ten thousand triggers usually have a few hundred shapes (`H` draws one of 60
+    minutes), so croniter parses each shape once and its dates are searched once."""
+
+    hours: tuple[int, ...]
+    minutes: tuple[int, ...]
+    seconds: tuple[int, ...]
+    days: DayFields
+    calendar: CronCalendar
+    fires: bool
+
+
 class CronRule:
     """A parsed expression, matched against wall-clock seconds (see `_timeline`)."""
 
-    def __init__(
-        self, iterator: croniter, days: CronCalendar, *, expression: str, fixed_time: bool
-    ) -> None:
+    __slots__ = (
+        "_days",
+        "_hours",
+        "_minutes",
+        "_per_day",
+        "_per_hour",
+        "_seconds",
+        "expression",
+        "fixed_time",
+    )
+
+    def __init__(self, shape: _Shape, *, expression: str, fixed_time: bool) -> None:
         self.expression = expression
         self.fixed_time = fixed_time
-        expanded = iterator.expanded
-        self._hours = _values(expanded[1], 24)
-        self._minutes = _values(expanded[0], 60)
-        has_seconds = len(expanded) > _SECONDS_FIELD
-        self._seconds = _values(expanded[_SECONDS_FIELD], 60) if has_seconds else (0,)
+        self._hours = shape.hours
+        self._minutes = shape.minutes
+        self._seconds = shape.seconds
         self._per_hour = len(self._minutes) * len(self._seconds)
         self._per_day = len(self._hours) * self._per_hour
-        self._days = days
+        self._days = shape.calendar
 
     def next(self, wall: int) -> int | None:
         """The first matching wall time at or after `wall`, or None (none before 10000)."""
@@ -178,32 +205,63 @@ def parse_cron(expression: str, *, trigger_id: str, check_fires: bool = True) ->
         for index, field in enumerate(fields)
     ]
     _refuse_mixed_weekdays(fields[-1], expression)
+    seconds_first = len(fields) == _WITH_SECONDS
     try:
-        iterator = croniter(
-            " ".join(fields),
-            _NAIVE_EPOCH,
-            hash_id=trigger_id,
-            second_at_beginning=len(fields) == _WITH_SECONDS,
-        )
+        shape = _shape(" ".join(_unhashed(fields, trigger_id)), seconds_first=seconds_first)
     except CroniterError as exc:
         raise ScheduleError(
             f"invalid cron expression {expression!r}: {exc}", expression=expression
         ) from exc
     minute, hour = fields[-5], fields[-4]  # an optional seconds field comes first
-    days = _day_fields(iterator, day_of_month=fields[-3], day_of_week=fields[-1])
-    dates = CronCalendar(days)
     rule = CronRule(
-        iterator,
-        dates,
+        shape,
         expression=expression,
         fixed_time=not (minute.startswith("*") or hour.startswith("*")),
     )
-    if check_fires and not dates.fires():
+    if check_fires and not shape.fires:
         raise ScheduleError(
-            f"cron expression {expression!r} never fires: {_why_never(days)}",
+            f"cron expression {expression!r} never fires: {_why_never(shape.days)}",
             expression=expression,
         )
     return rule
+
+
+def _unhashed(fields: list[str], trigger_id: str) -> list[str]:
+    """The fields with each `H` form replaced by the value croniter draws for this trigger.
+
+    croniter's own expander, field by field, as its parser calls it (a leading
+    seconds field is its sixth, and the draw depends on the field's index): what
+    remains is an expression of values, which `_shape` parses once for all triggers."""
+    if not any("h" in field for field in fields):
+        return fields
+    seconds_first = len(fields) == _WITH_SECONDS
+    ordered = [*fields[1:], fields[0]] if seconds_first else fields
+    # croniter's parser hands its expanders the class itself, as here; its stubs say an instance.
+    expander = HashExpander(croniter)  # type: ignore[arg-type]
+    hash_id = trigger_id.encode()
+    drawn = [
+        expander.expand("", index, field, hash_id=hash_id) for index, field in enumerate(ordered)
+    ]
+    return [drawn[-1], *drawn[:-1]] if seconds_first else drawn
+
+
+@functools.lru_cache(maxsize=4096)
+def _shape(text: str, *, seconds_first: bool) -> _Shape:
+    """Raises: CroniterError (not cached: a bad expression is parsed again each time)."""
+    iterator = croniter(text, _NAIVE_EPOCH, second_at_beginning=seconds_first)
+    fields = text.split()
+    days = _day_fields(iterator, day_of_month=fields[-3], day_of_week=fields[-1])
+    expanded = iterator.expanded
+    has_seconds = len(expanded) > _SECONDS_FIELD
+    calendar = CronCalendar(days)
+    return _Shape(
+        hours=_values(expanded[1], 24),
+        minutes=_values(expanded[0], 60),
+        seconds=_values(expanded[_SECONDS_FIELD], 60) if has_seconds else (0,),
+        days=days,
+        calendar=calendar,
+        fires=calendar.fires(),
+    )
 
 
 def _one_value_ranges(field: str, *, days: bool) -> str:
@@ -214,6 +272,8 @@ def _one_value_ranges(field: str, *, days: bool) -> str:
     nothing left to step over. `days`: this is the day-of-month field, where `L` ends
     a range as 31.
     """
+    if "-" not in field:
+        return field.lower()  # no range at all: nothing to rewrite
     names = {**_NAMES, "l": 31} if days else _NAMES
     items = field.lower().split(",")
     for index, item in enumerate(items):

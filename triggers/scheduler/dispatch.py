@@ -299,7 +299,7 @@ class Dispatcher:
                 log.warning("trigger_reload_failed", trigger_id=trigger_id, error=str(exc))
                 continue
             if trigger is None:
-                self._timetable.entries.pop(trigger_id, None)
+                self._timetable.remove(trigger_id)
                 continue
             entry = self._timetable.sync(trigger)
             if not self._timetable.take_if_due(entry, self._clock.now()):

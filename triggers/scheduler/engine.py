@@ -30,6 +30,7 @@ from triggers.scheduler.dispatch import Dispatcher, TickReport
 from triggers.scheduler.division import Division
 from triggers.scheduler.health import LoopProgress
 from triggers.scheduler.launcher import Launcher, launcher_within
+from triggers.scheduler.listing import Listing, Page
 from triggers.scheduler.liveness import Host, UnknownHost
 from triggers.scheduler.monitor import Monitor
 from triggers.scheduler.options import SchedulerOptions
@@ -43,9 +44,14 @@ __all__ = ["Scheduler", "SchedulerOptions"]
 log = structlog.get_logger()
 
 _PRUNE_EVERY = timedelta(hours=1)
+# Four beats within the owner lease (after which other daemons take this one's
+# reservations), at most one a second: each is a committed write.
+_BEATS_PER_LEASE = 4
+_HEARTBEAT_MIN_EVERY = timedelta(seconds=1)
 _MAX_HOUSEKEEPING_DEFER = timedelta(seconds=10)
 _FULL_LISTING_EVERY = timedelta(minutes=10)
 _SYNC_BATCH = 2_000
+_LISTING_PAGE = 500
 _CLOCK_MARGIN = timedelta(seconds=15)
 _RETRY_AFTER = timedelta(seconds=1)
 _HANDOFF = timedelta(seconds=2)
@@ -125,14 +131,19 @@ class Scheduler:
         )
         self._next_poll_at: datetime | None = None
         self._last_heartbeat_at: datetime | None = None
+        self._heartbeat_every = options.heartbeat_interval or max(
+            _HEARTBEAT_MIN_EVERY, min(options.owner_lease / _BEATS_PER_LEASE, options.poll_interval)
+        )
         self._housekeeping_at: datetime | None = None
         self._housekept_at = clock.now()
         self._last_prune_at: datetime | None = None
         self._started_at = clock.now()
         self._polled = False
-        self._listed_at: datetime | None = None
+        self._listing = Listing(
+            store, page=_LISTING_PAGE, full_every=_FULL_LISTING_EVERY, margin=_CLOCK_MARGIN
+        )
         self._unsynced: dict[str, Trigger] = {}
-        self._fully_listed_at: datetime | None = None
+        self._listed_all = False
         self._stopping = threading.Event()
         self._corrupt: set[str] = set()
         self.progress = LoopProgress(clock.monotonic)
@@ -197,6 +208,8 @@ class Scheduler:
             self._notice_clock_step_back(now)
             if self._next_poll_at is None and not self._timetable.entries:
                 self._poll(now, report)  # the first tick: nothing is known yet
+            elif self._listing.in_progress:
+                self._take_rows(self._listing.read(now))  # the next page
             elif self._unsynced:
                 self._sync_some()
             # Due occurrences first: housekeeping (heartbeat, listing, pending) waits
@@ -249,8 +262,7 @@ class Scheduler:
             self._last_heartbeat_at = None
         if self._last_prune_at is not None and self._last_prune_at > now:
             self._last_prune_at = None
-        if self._listed_at is not None and self._listed_at > now:
-            self._fully_listed_at = None  # rows written since carry the stepped clock
+        self._listing.clock_stepped_back(now)
         self._housekept_at = min(self._housekept_at, now)
         delay = self._options.housekeeping_delay
         if self._housekeeping_at is not None and self._housekeeping_at - now > delay:
@@ -277,7 +289,7 @@ class Scheduler:
             self.pending.take(now)
 
     def _next_wake(self) -> datetime:
-        if self.pending.wanted or self._unsynced:
+        if self.pending.wanted or self._unsynced or self._listing.in_progress:
             return self._clock.now()
         wake_at = self._next_poll_at or self._clock.now()
         if self._housekeeping_at is not None:
@@ -290,7 +302,7 @@ class Scheduler:
 
     def _beat(self, now: datetime, *, stopped: bool = False) -> None:
         last = self._last_heartbeat_at
-        if not stopped and last is not None and now - last < self._options.heartbeat_interval:
+        if not stopped and last is not None and now - last < self._heartbeat_every:
             return
         self._last_heartbeat_at = now
         try:
@@ -336,39 +348,8 @@ class Scheduler:
         self._next_poll_at = now + self._options.poll_interval
         self._prune(now)
         self._divide(now)
-        full = (
-            self._fully_listed_at is None
-            or self._listed_at is None
-            or now - self._fully_listed_at >= _FULL_LISTING_EVERY
-        )
-        # Between full listings only rows written since the last listing are read (an
-        # idle daemon with ten thousand triggers must not decode them all every poll);
-        # the margin covers writers whose clocks run a little behind ours.
-        since = None if full or self._listed_at is None else self._listed_at - _CLOCK_MARGIN
-        rows = self._store.list_triggers(changed_since=since)
-        self._listed_at = now
-        if full:
-            self._fully_listed_at = now
-        seen = set()
-        for row in rows:
-            if isinstance(row, TriggersError):
-                trigger_id = str(row.details.get("trigger_id"))
-                seen.add(trigger_id)
-                if trigger_id not in self._corrupt:
-                    self._corrupt.add(trigger_id)
-                    log.error("trigger_unreadable", trigger_id=trigger_id, error=str(row))
-                self._timetable.entries.pop(trigger_id, None)
-                continue
-            self._corrupt.discard(row.id)
-            seen.add(row.id)
-            if self._timetable.compiled(row):
-                self._timetable.sync(row)
-            else:
-                self._unsynced[row.id] = row
-        self._sync_some()
-        if full:
-            for gone in set(self._timetable.entries) - seen:
-                del self._timetable.entries[gone]
+        if not self._listing.in_progress:  # else the pages to come are fresh reads
+            self._take_rows(self._listing.read(now))
         adopted = self.monitor.adopt(
             (run.trigger_id, run.run_id) for run in self._store.active_runs()
         )
@@ -379,6 +360,33 @@ class Scheduler:
         self._polled = True
         self.pending.take(now)
         self._record_quiet(report)
+
+    def _take_rows(self, page: Page) -> None:
+        """Take a page of listed rows in; after a full listing, forget the triggers it
+        did not find."""
+        for row in page.rows:
+            if isinstance(row, TriggersError):
+                trigger_id = str(row.details.get("trigger_id"))
+                if trigger_id not in self._corrupt:
+                    self._corrupt.add(trigger_id)
+                    log.error("trigger_unreadable", trigger_id=trigger_id, error=str(row))
+                self._timetable.remove(trigger_id)
+                continue
+            self._corrupt.discard(row.id)
+            if self._timetable.compiled(row):
+                self._timetable.sync(row)
+            else:
+                self._unsynced[row.id] = row
+        self._sync_some()
+        if page.complete is not None:
+            for gone in set(self._timetable.entries) - page.complete:
+                self._timetable.remove(gone)
+                self._unsynced.pop(gone, None)
+            if self._listed_all:
+                log.debug("triggers_listed", count=len(page.complete))
+            else:  # the first full listing: from now on the loop knows every trigger
+                log.info("triggers_listed", count=len(page.complete))
+                self._listed_all = True
 
     def _divide(self, now: datetime) -> None:
         try:
@@ -437,7 +445,7 @@ class Scheduler:
 
     def _record_quiet(self, report: TickReport) -> None:
         """Account for the occurrences of paused and disabled triggers, as skipped ranges."""
-        entries = self._timetable.entries.values()
+        entries = self._timetable.quiet_entries()
         ranges = quiet_ranges(entries, now=self._clock.now(), limit=self._options.plan_limit)
         if ranges:
             self._dispatcher.record_ranges(ranges, report)

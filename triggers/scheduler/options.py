@@ -26,8 +26,9 @@ class SchedulerOptions:
     cancel_timeout: timedelta = timedelta(seconds=30)
     concurrency: int = 8
     fire_retention: timedelta = timedelta(days=30)
-    heartbeat_interval: timedelta = timedelta(seconds=1)
-    """A tick records the daemon's heartbeat when the last one is this old."""
+    heartbeat_interval: timedelta | None = None
+    """A tick records the daemon's heartbeat when the last one is this old; None: four
+    beats within the owner lease, at most one a second and at least one a poll."""
     heartbeat_retention: timedelta = timedelta(days=1)
     """Heartbeats of daemons silent for this long are deleted (hourly, with the ledger)."""
     shutdown_grace: timedelta = timedelta(seconds=10)

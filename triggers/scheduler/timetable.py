@@ -40,6 +40,9 @@ class Timetable:
 
     def __init__(self) -> None:
         self.entries: dict[str, Entry] = {}
+        # Triggers last seen paused or disabled (not retired): only they can have
+        # occurrences to record as skipped, so a poll looks at them, not at them all.
+        self._quiet: set[str] = set()
         self._heap: list[tuple[datetime, int, str, int]] = []
         self._sequence = 0
         # Entries taken off the heap as due and not rescheduled since: a tick that
@@ -51,6 +54,10 @@ class Timetable:
 
         The watermark only moves forward: the stored one, or what this loop has
         recorded since it read it."""
+        if trigger.retired or trigger.claimable:
+            self._quiet.discard(trigger.id)
+        else:
+            self._quiet.add(trigger.id)
         entry = self.entries.get(trigger.id)
         if entry is not None and entry.trigger == trigger:
             return entry  # nothing changed: its due time stands
@@ -68,6 +75,16 @@ class Timetable:
             entry.watermark_at = max(entry.watermark_at, trigger.watermark_at)
         self.reschedule(entry)
         return entry
+
+    def remove(self, trigger_id: str) -> None:
+        """Forget a trigger (gone from the store, or unreadable)."""
+        self.entries.pop(trigger_id, None)
+        self._quiet.discard(trigger_id)
+
+    def quiet_entries(self) -> list[Entry]:
+        """The entries of triggers last seen paused or disabled (a superset of those that
+        are now: the caller checks each)."""
+        return [self.entries[i] for i in sorted(self._quiet) if i in self.entries]
 
     def compiled(self, trigger: Trigger) -> bool:
         """Whether `trigger` is known at its revision (syncing it compiles nothing)."""

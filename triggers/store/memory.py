@@ -114,14 +114,30 @@ class MemoryTriggerStore:
         with self._lock:
             return self._tables.meta.get(_APPLIED_DIGEST) or None
 
-    def list_triggers(self, *, changed_since: datetime | None = None) -> list[Trigger | StoreError]:
+    def list_triggers(
+        self,
+        *,
+        changed_since: datetime | None = None,
+        ids: Sequence[str] | None = None,
+        after_id: str | None = None,
+        limit: int | None = None,
+    ) -> list[Trigger | StoreError]:
         with self._lock:
-            rows = [self._tables.triggers[i] for i in sorted(self._tables.triggers)]
-            return [
-                row.snapshot()
-                for row in rows
-                if changed_since is None or row.updated_at >= changed_since
+            chosen = sorted(self._tables.triggers if ids is None else set(ids))
+            rows = [
+                row
+                for row in (self._tables.triggers.get(i) for i in chosen)
+                if row is not None
+                and (changed_since is None or row.updated_at >= changed_since)
+                and (after_id is None or row.spec.id > after_id)
             ]
+            if limit is not None:
+                rows = rows[:limit]
+            return [row.snapshot() for row in rows]
+
+    def declared_digests(self) -> dict[str, tuple[str, bool]]:
+        with self._lock:
+            return {i: (row.digest, row.retired) for i, row in self._tables.triggers.items()}
 
     def get_trigger(self, trigger_id: str) -> Trigger | None:
         with self._lock:

@@ -251,9 +251,23 @@ class TriggerStore(Protocol):
         """The digest of the declarations file last applied (see `apply`), or None."""
         ...
 
-    def list_triggers(self, *, changed_since: datetime | None = None) -> list[TriggerRow]:
+    def list_triggers(
+        self,
+        *,
+        changed_since: datetime | None = None,
+        ids: Sequence[str] | None = None,
+        after_id: str | None = None,
+        limit: int | None = None,
+    ) -> list[TriggerRow]:
         """Every stored trigger, retired and disabled ones included, by id; with
-        `changed_since`, only those whose row was written at or after it."""
+        `changed_since`, only those whose row was written at or after it; with `ids`,
+        only those of them that exist; with `after_id` and `limit`, a page: the first
+        `limit` whose id sorts after `after_id`."""
+        ...
+
+    def declared_digests(self) -> dict[str, tuple[str, bool]]:
+        """Every stored trigger's declaration digest and whether it is retired, by id,
+        decoding no declaration (what an apply compares first)."""
         ...
 
     def get_trigger(self, trigger_id: str) -> Trigger | None:

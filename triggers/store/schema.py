@@ -85,6 +85,12 @@ triggers = sa.Table(
     sa.Column("blocked_by", sa.String(64), nullable=True),
     sa.Column("created_at", UtcDateTime, nullable=False),
     sa.Column("updated_at", UtcDateTime, nullable=False),
+    # The daemon's poll reads the rows written since its last one, and those with a
+    # buffered count: indexed, neither scans every trigger every few seconds.
+    sa.Index("ix_triggers_updated_at", "updated_at"),
+    # (Not partial: a `postgresql_where` would load the PostgreSQL dialect into every
+    # command on SQLite.)
+    sa.Index("ix_triggers_buffered_count", "buffered_count"),
 )
 
 fires = sa.Table(

@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
-from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -26,15 +25,16 @@ from triggers.errors import (
 )
 from triggers.model import FireRecord, Outcome, Trigger, TriggerSpec
 from triggers.store import _codec
+from triggers.store._apply import ApplyPlan
 from triggers.store._claims import ClaimBatch
 from triggers.store._downtime import prune_downtime, read_downtime, write_heartbeat
 from triggers.store._driver_errors import translated
 from triggers.store._pending import pending_triggers, promote_buffered, take_expired
 from triggers.store._ranges import record_range
-from triggers.store._revisions import record_revision
 from triggers.store._settlements import last_settled, record_run_changes, record_settlements
 from triggers.store._shared import (
     adjust_active,
+    chunks,
     fire_key,
     lock_triggers,
     read_triggers,
@@ -104,18 +104,11 @@ class SqlTriggerStore:
                     .with_for_update()
                 )
             }
-            declared = set()
+            plan = ApplyPlan(stored, now)
             for spec in specs:
-                declared.add(spec.id)
-                self._apply_one(conn, spec, stored.get(spec.id), now, result)
-            for trigger_id, row in sorted(stored.items()):
-                if trigger_id not in declared and not row.retired:
-                    conn.execute(
-                        triggers.update()
-                        .where(triggers.c.id == trigger_id)
-                        .values(retired=True, updated_at=now)
-                    )
-                    result.retired.append(trigger_id)
+                plan.add(spec, result)
+            plan.retire_undeclared(result)
+            plan.write(conn)
             _set_meta(conn, _APPLIED_DIGEST, source_digest or "", now)
         return result
 
@@ -126,57 +119,40 @@ class SqlTriggerStore:
             ).scalar()
         return value or None
 
-    @staticmethod
-    def _apply_one(
-        conn: Connection, spec: TriggerSpec, row: Any, now: datetime, result: ApplyResult
-    ) -> None:
-        digest = spec.digest()
-        declaration = spec.to_json()
-        if row is None:
-            conn.execute(
-                triggers.insert().values(
-                    id=spec.id,
-                    revision=1,
-                    digest=digest,
-                    declaration=declaration,
-                    enabled=spec.enabled,
-                    watermark_at=now,
-                    created_at=now,
-                    updated_at=now,
-                )
-            )
-            record_revision(conn, spec.id, 1, digest, declaration, now)
-            result.created.append(spec.id)
-            return
-        if row.digest == digest and not row.retired:
-            result.unchanged.append(spec.id)
-            return
-        values: dict[str, Any] = {
-            "digest": digest,
-            "declaration": declaration,
-            "enabled": spec.enabled,
-            "retired": False,
-            # A range row stays under one declaration and never spans unrecorded time
-            # (a retirement), or a backfill could no longer carve from it.
-            "open_range_id": None,
-            "updated_at": now,
-        }
-        if row.digest != digest:
-            values["revision"] = row.revision + 1
-            record_revision(conn, spec.id, row.revision + 1, digest, declaration, now)
-        if row.retired:
-            # A revived trigger owes nothing for the time it was retired.
-            values["watermark_at"] = max(row.watermark_at, now)
-        conn.execute(triggers.update().where(triggers.c.id == spec.id).values(**values))
-        result.updated.append(spec.id)
-
-    def list_triggers(self, *, changed_since: datetime | None = None) -> list[Trigger | StoreError]:
-        statement = select_triggers().order_by(triggers.c.id)
-        if changed_since is not None:
+    def list_triggers(
+        self,
+        *,
+        changed_since: datetime | None = None,
+        ids: Sequence[str] | None = None,
+        after_id: str | None = None,
+        limit: int | None = None,
+    ) -> list[Trigger | StoreError]:
+        statement = select_triggers()
+        if changed_since is None:
+            statement = statement.order_by(triggers.c.id)
+        else:
+            # Sorted here, not in SQL: asked for an order by id, SQLite would walk every
+            # row in id order rather than the few that the updated_at index finds.
             statement = statement.where(triggers.c.updated_at >= changed_since)
+        if after_id is not None:
+            statement = statement.where(triggers.c.id > after_id)
+        if limit is not None:
+            statement = statement.limit(limit)
         with self._read() as conn:
-            found = read_triggers(conn, statement)
+            if ids is None:
+                found = read_triggers(conn, statement)
+            else:
+                found = {}
+                for part in chunks(sorted(ids)):
+                    found.update(read_triggers(conn, statement.where(triggers.c.id.in_(part))))
+        if changed_since is not None:
+            return [found[trigger_id] for trigger_id in sorted(found)]
         return list(found.values())
+
+    def declared_digests(self) -> dict[str, tuple[str, bool]]:
+        with self._read() as conn:
+            rows = conn.execute(sa.select(triggers.c.id, triggers.c.digest, triggers.c.retired))
+            return {row.id: (row.digest, bool(row.retired)) for row in rows}
 
     def get_trigger(self, trigger_id: str) -> Trigger | None:
         with self._read() as conn:

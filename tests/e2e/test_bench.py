@@ -1,0 +1,64 @@
+"""The scale benchmarks run and print their figures (bench/scale.py, burst.py, history.py).
+
+A smoke test with tiny figures, so the scripts keep working as the code changes: the
+figures themselves are machine-dependent and asserted nowhere (docs/benchmarks.md
+quotes them, with the commands).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+
+def bench(script: str, *args: str) -> Any:
+    done = subprocess.run(
+        [sys.executable, str(BENCH / script), *args],
+        capture_output=True,
+        text=True,
+        timeout=200,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)
+
+
+def test_scale_reports_apply_first_tick_idle_cpu_and_memory() -> None:
+    found = bench(
+        "scale.py", "--triggers", "20", "--repeat", "1", "--seconds", "1", "--settle", "1"
+    )
+    [sample] = found["samples"]
+    assert sample["triggers"] == 20
+    for key in ("apply_s", "apply_cpu_s", "first_tick_s", "idle_cpu_percent_of_core", "rss_mb"):
+        assert isinstance(sample[key], float), key
+    assert isinstance(sample["all_listed_s"], float)
+    assert found["median"]["apply_s"] == sample["apply_s"]
+
+
+def test_burst_reports_every_occurrence_launched_once() -> None:
+    found = bench("burst.py", "--triggers", "20", "--lead", "15", "--window", "2")
+    [sample] = found["samples"]
+    assert sample["ledger_rows"] == sample["launched"] == 20
+    assert sample["exactly_once"] is True
+    assert isinstance(sample["launch_ms_max"], int)
+
+
+def test_history_reports_the_query_and_the_cli_call() -> None:
+    found = bench(
+        "history.py",
+        *("--rows", "300", "--triggers", "5", "--hot-rows", "100"),
+        *("--repeat", "2", "--cli-repeat", "1"),
+    )
+    for kind in ("typical", "hot"):
+        assert isinstance(found[kind]["history"]["median_ms"], float)
+        assert found[kind]["cli_rows"] == 50
+        assert isinstance(found[kind]["cli_s"], float)
