@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import Cli, stop, wait_for
+from tests.svg_picture import ids, parse
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 
@@ -229,5 +230,9 @@ def test_runs_show_lists_a_graph_flows_branches_with_their_states(cli: Cli, tmp_
         ]  # upload never started
         assert steps[0]["started_at"] <= steps[1]["started_at"] < steps[1]["ended_at"]
         assert "steps (branches that ran at once" in cli.run("runs", "show", run).stdout
+        picture = tmp_path / "fires.svg"
+        cli.run("timeline", "--since", "10m ago", "--output", str(picture))
+        drawn = {g for g in ids(parse(picture.read_bytes())) if g.startswith("branches-0-")}
+        assert {g.rsplit("-", 2)[1] for g in drawn} == {"cancelled", "failed"}
     finally:
         assert stop(daemon) == 0

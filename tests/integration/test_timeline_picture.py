@@ -10,6 +10,7 @@ from __future__ import annotations
 import struct
 import xml.etree.ElementTree as ET
 from collections import Counter
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ import pytest
 from tests.svg_picture import fills, ids, parse, shapes, texts
 from tests.timeline_sample import NOW, sample_rows, sample_timeline
 from triggers.errors import OutputFileError
-from triggers.timeline import Timeline, render_file, render_png, render_svg
+from triggers.timeline import Branch, Timeline, render_file, render_png, render_svg
 
 ROOT = Path(__file__).resolve().parents[2]
 LANES = {"nightly-backup": 0, "heartbeat": 1, "report": 2}
@@ -132,3 +133,42 @@ def test_the_picture_in_the_docs_is_the_sample_as_drawn_now() -> None:
         if gid.startswith(("runs-", "range-", "once-", "upcoming-", "manual-", "label-")):
             assert shapes(shown, gid) == shapes(fresh, gid), gid
             assert texts(shown, gid) == texts(fresh, gid), gid
+
+
+def test_a_runs_branches_are_thin_bars_under_its_bar_by_state() -> None:
+    start = NOW - timedelta(hours=2)
+    rows = [
+        {**r, "run_id": "graph-run"}
+        for r in sample_rows()
+        if r["trigger_id"] == "nightly-backup" and r["outcome"] == "failed"
+    ]
+    [failed] = rows
+    launched = datetime.fromisoformat(failed["launched_at"])
+    settled = datetime.fromisoformat(failed["settled_at"])
+    branches = [
+        Branch(step="dump-a", state="cancelled", started_at=launched, ended_at=settled),
+        Branch(step="dump-b", state="failed", started_at=launched, ended_at=settled),
+        Branch(step="dump-c", state="succeeded", started_at=launched, ended_at=launched),
+    ]
+    timeline = Timeline(
+        since=min(start, launched - timedelta(hours=1)),
+        until=NOW,
+        now=NOW,
+        rows=rows,
+        trigger_ids=["nightly-backup"],
+        branches={"graph-run": branches},
+    )
+
+    svg = parse(render_svg(timeline))
+    groups = sorted(gid for gid in ids(svg) if gid.startswith("branches-0-"))
+
+    assert [gid.rsplit("-", 2)[1] for gid in groups] == ["cancelled", "completed", "failed"]
+    assert fills(svg, next(g for g in groups if "-failed-" in g)) == {"#d55e00"}
+    one_step = Timeline(
+        since=timeline.since,
+        until=NOW,
+        now=NOW,
+        rows=rows,
+        branches={"graph-run": branches[:1]},
+    )
+    assert not [g for g in ids(parse(render_svg(one_step))) if g.startswith("branches-")]

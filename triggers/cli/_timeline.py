@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import sys
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -12,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from triggers.cli._app import app, options
-from triggers.cli._backend import open_stores, settings
+from triggers.cli._backend import open_runtime, open_stores, settings
 from triggers.cli._common import clock, errors, output_of, when
 from triggers.cli._output import JsonOpt, Output, emit
 from triggers.clock import iso
@@ -21,8 +23,10 @@ from triggers.times import local_zone
 
 if TYPE_CHECKING:
     from triggers.inspection import TimelineReport
+    from triggers.timeline import Branch
 
 _DEFAULT_SPAN = timedelta(days=1)
+_BRANCH_RUNS = 500
 _TERMINAL = (100, 24)  # columns and lines when the terminal's size cannot be read
 
 
@@ -119,6 +123,34 @@ def _window(since: str | None, until: str | None, *, now: datetime) -> tuple[dat
     return since_at, until_at
 
 
+def _branches(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[Branch]]:
+    """The steps of the drawn runs, from the runtime's events: a graph flow's branches,
+    drawn under their run. Only the newest `_BRANCH_RUNS` runs are read (a picture of
+    thousands of runs shows no branches anyway)."""
+    from triggers.step_output import attempt_outputs, step_states  # noqa: PLC0415
+    from triggers.timeline import Branch  # noqa: PLC0415
+
+    run_ids = [str(row["run_id"]) for row in rows if row.get("run_id")][:_BRANCH_RUNS]
+    if not run_ids:
+        return {}
+    found: dict[str, list[Branch]] = {}
+    with open_runtime() as session:
+        for run_id in run_ids:
+            events = session.runtime.get_events(run_id)
+            steps = step_states(attempt_outputs(events), events)
+            if len(steps) > 1:
+                found[run_id] = [
+                    Branch(
+                        step=step.step,
+                        state=step.state,
+                        started_at=step.started_at,
+                        ended_at=step.ended_at,
+                    )
+                    for step in steps
+                ]
+    return found
+
+
 def _display_zone(now: datetime) -> tzinfo:
     return local_zone(now=now) if options.local else UTC
 
@@ -126,7 +158,8 @@ def _display_zone(now: datetime) -> tzinfo:
 def _write(report: TimelineReport, picture: Path, shape: Output) -> None:
     from triggers.timeline import render_file  # noqa: PLC0415
 
-    written = render_file(report.timeline, picture)
+    timeline = dataclasses.replace(report.timeline, branches=_branches(report.timeline.rows))
+    written = render_file(timeline, picture)
     rows = len(report.timeline.rows)
     lanes = len(report.timeline.trigger_ids)
     if shape.machine:

@@ -23,8 +23,10 @@ the first to the last of a range and hatched by reason (labelled in words where
 wide enough), pending occurrences (`launching`, `buffered`) and superseded ones
 that never ran as rings, manual fires as a mark above their run, upcoming fires
 after now as light ticks, and the offset changes of the trigger's zone as dashed
-lines. Daemon downtime is hatched across every lane; the time after now is
-lighter. `render_svg`, `render_png` and `render_text` return the picture;
+lines; given `branches` (per run id, its steps as `runs show` lists them), a run's
+steps as thin bars under its bar, so a graph flow's branches show side by side.
+Daemon downtime is hatched across every lane; the time after now is lighter.
+`render_svg`, `render_png` and `render_text` return the picture;
 `render_file` writes it. matplotlib is imported only when a picture is drawn.
 """
 
@@ -33,7 +35,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from triggers.errors import OutputFileError
-from triggers.timeline._input import Downtime, DstChange, Timeline
+from triggers.timeline._input import Branch, Downtime, DstChange, Timeline
 from triggers.timeline._lanes import Lane, lanes
 from triggers.timeline._plot import render_png, render_svg
 from triggers.timeline._text import render_text
@@ -41,6 +43,7 @@ from triggers.timeline._zones import dst_changes
 
 __all__ = [
     "PICTURE_SUFFIXES",
+    "Branch",
     "Downtime",
     "DstChange",
     "Lane",

@@ -40,6 +40,18 @@ class Downtime:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Branch:
+    """One step of a run as its attempts left it: a graph flow's branches ran at once."""
+
+    step: str
+    state: str
+    """succeeded, failed, cancelled, ambiguous, late or running."""
+    started_at: datetime
+    ended_at: datetime | None = None
+    """None while it runs (drawn to the end of its run's bar)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Timeline:
     """Everything one picture shows; the renderers are pure functions of it.
 
@@ -64,6 +76,9 @@ class Timeline:
     dst_changes: Mapping[str, Sequence[DstChange]] | None = None
     """Per trigger, the offset changes to draw on its lane; None: those of its zone
     in `trigger_zones` within the window, computed (`triggers.timeline.dst_changes`)."""
+    branches: Mapping[str, Sequence[Branch]] = field(default_factory=dict)
+    """Per run id, its steps (`runs show`'s `steps`), drawn as thin bars under the
+    run's bar; runs of one step need none."""
     display_zone: tzinfo = UTC
     """The zone of the time axis."""
     title: str | None = None

@@ -33,6 +33,7 @@ class Run:
     occurrence: datetime
     manual: bool
     ongoing: bool
+    run_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -152,6 +153,7 @@ def _place(lane: Lane, row: Mapping[str, Any], *, index: int, timeline: Timeline
                     occurrence=occurrence,
                     manual=manual,
                     ongoing=ongoing,
+                    run_id=row.get("run_id") or None,
                 )
             )
         return

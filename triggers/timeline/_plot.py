@@ -10,6 +10,8 @@ can find it:
   id, `zone-{i}` the zone of its schedule;
 - `runs-{outcome}-{i}`: lane i's run bars of that outcome, one `<path>` each (bars
   that overlap in the picture, at least 1/600 of the window wide each, are one);
+- `branches-{i}-{state}-{n}`: the steps of lane i's runs of more than one step, thin
+  bars under their run's bar in the colour of the outcome their state matches;
 - `range-{outcome}-{reason}-{i}`: its skipped or missed ranges of that reason, one
   `<path>` each (their hatch: `hatch-{outcome}-{reason}-{i}`), and
   `range-label-{i}-{n}` the words on a range wide enough to hold them;
@@ -96,6 +98,19 @@ def _render(timeline: Timeline, kind: str, *, dpi: int = 100) -> bytes:
             metadata = {"Creator": "triggers timeline (matplotlib)", "Date": None}
         figure.savefig(out, format=kind, dpi=dpi, metadata=metadata)
     return out.getvalue()
+
+
+_BRANCH_BAND = 0.18
+"""Of a lane's height, the band under a run's bar where its branches are drawn."""
+_BRANCH_LOOKS = {
+    "succeeded": "completed",
+    "failed": "failed",
+    "ambiguous": "failed",
+    "cancelled": "cancelled",
+    "late": "completed",
+    "running": "launched",
+}
+"""A step's state, drawn in the colour of the run outcome it matches."""
 
 
 @functools.cache
@@ -285,6 +300,35 @@ class _Drawing:
                 zorder=3,
                 gid=f"runs-{outcome}-{index}",
             )
+            self.legend.add(f"runs-{outcome}", patch(look.colour), look.words)
+        self._branches(index, lane)
+
+    def _branches(self, index: int, lane: Lane) -> None:
+        """A run's steps as thin bars stacked under its bar, coloured by their state:
+        the branches of a graph flow side by side in time (groups
+        `branches-{index}-{outcome}-{n}`, one per row of the band and state)."""
+        bars: dict[tuple[str, float, float], list[tuple[float, float]]] = defaultdict(list)
+        for run in lane.runs:
+            steps = self.timeline.branches.get(run.run_id or "", ())
+            if len(steps) <= 1:  # one step: its run's bar says it all
+                continue
+            height = _BRANCH_BAND / len(steps)
+            for number, branch in enumerate(steps):
+                start = max(branch.started_at, run.start)
+                end = max(start, min(branch.ended_at or run.end, run.end))
+                outcome = _BRANCH_LOOKS.get(branch.state, "launched")
+                row = (outcome, index + 0.21 + number * height, height * 0.8)
+                bars[row].append(self._span(start, end))
+        for number, ((outcome, y, height), spans) in enumerate(bars.items()):
+            self.axes.broken_barh(
+                spans,
+                (y, height),
+                facecolors=LOOKS[outcome].colour,
+                linewidth=0,
+                zorder=3,
+                gid=f"branches-{index}-{outcome}-{number}",
+            )
+            look = LOOKS[outcome]
             self.legend.add(f"runs-{outcome}", patch(look.colour), look.words)
 
     def _ranges(self, index: int, lane: Lane) -> None:
