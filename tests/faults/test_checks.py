@@ -171,6 +171,23 @@ def test_resume_counts_from_daemon_started_or_the_end_of_the_step_run_through_th
     assert found["runs_never_resumed"] == 0
 
 
+def test_a_run_parked_by_a_later_host_crash_is_not_a_failed_resume_of_an_earlier_kill() -> None:
+    # r1's step started at 2.0 and ran on through the kill at 3.0 (adopted); the host
+    # crash at 5.0 killed it with the daemon, so the next daemon parked r1.
+    runs = [run("r1", 1, "parked", settled_at=None)]
+    executions = [line("r1", "start", 2.0)]
+    kill = Fault(kind="kill9", at=BASE + 3.0, restart_at=BASE + 3.1, ready_at=BASE + 4.0)
+    crash = Fault(
+        kind="kill9", at=BASE + 5.0, restart_at=BASE + 5.1, ready_at=BASE + 6.0, detail="host_crash"
+    )
+
+    found = timing.resume(observe([], runs=runs, executions=executions, faults=[kill, crash]))
+    alone = timing.resume(observe([], runs=runs, executions=executions, faults=[kill]))
+
+    assert found["runs_parked_instead"] == 0
+    assert alone["runs_parked_instead"] == 1  # without the crash, the kill parked it
+
+
 def test_resume_counts_a_run_that_never_progressed() -> None:
     runs = [run("r1", 1, "active")]
     kill = Fault(kind="kill9", at=BASE + 3.0, restart_at=BASE + 3.1, ready_at=BASE + 4.0)

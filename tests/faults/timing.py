@@ -51,7 +51,16 @@ def resume(obs: Observations) -> Json:
     launch: list[float] = []
     never: set[str] = set()
     parked: set[str] = set()
+    # After a host crash (its running steps killed too) a run whose step may have run
+    # is ambiguous: parking it is the promise, not a failure to resume. That holds for
+    # the faults before the crash too: a run whose step went on through an earlier
+    # kill (adopted, so no new start and no settlement to see) and was then killed
+    # with the host is parked by the crash, not by the earlier kill.
     excused: set[str] = set()
+    for fault in obs.faults:
+        if fault.restart_at is not None and fault.detail == "host_crash":
+            ready = fault.ready_at or fault.restart_at
+            excused |= _interrupted(obs, fault, ready, lines, host_of)[2]
     per_restart: list[Json] = []
     for fault in obs.faults:
         if fault.restart_at is None:
@@ -59,11 +68,6 @@ def resume(obs: Observations) -> Json:
         ready = fault.ready_at or fault.restart_at
         delays, never_here, parked_here = _interrupted(obs, fault, ready, lines, host_of)
         never |= never_here
-        if fault.detail == "host_crash":
-            # After a host crash (its running steps killed too) a run whose step may have
-            # run is ambiguous: parking it is the promise, not a failure to resume, and
-            # it stays parked through the faults after it.
-            excused |= parked_here
         parked |= parked_here - excused
         if delays:
             first.append(min(delays))
