@@ -347,7 +347,7 @@ class Scheduler:
         report.polled = True
         self._next_poll_at = now + self._options.poll_interval
         self._prune(now)
-        self._divide(now)
+        beats = self._divide(now)
         if not self._listing.in_progress:  # else the pages to come are fresh reads
             self._take_rows(self._listing.read(now))
         adopted = self.monitor.adopt(
@@ -358,7 +358,7 @@ class Scheduler:
             # policy of the occurrences this first tick is about to claim.
             self.monitor.check_now()
         self._polled = True
-        self.pending.take(now)
+        self.pending.take(now, beats=beats)
         self._record_quiet(report)
 
     def _take_rows(self, page: Page) -> None:
@@ -388,16 +388,19 @@ class Scheduler:
                 log.info("triggers_listed", count=len(page.complete))
                 self._listed_all = True
 
-    def _divide(self, now: datetime) -> None:
+    def _divide(self, now: datetime) -> list[Heartbeat] | None:
+        """The heartbeats, read once a poll for the division (and handed on to the
+        pending pass); None when they could not be read."""
         try:
             beats = self._store.heartbeats()
         except TriggersError as exc:
             # The division only orders who claims first: the last one known stands.
             self.metrics.store_error("heartbeats")
             log.warning("heartbeats_unreadable", error=str(exc), error_code=exc.code)
-            return
+            return None
         if self._division.update(beats, now=now):
             log.info("daemons_sharing", daemons=len(self._division.members))
+        return beats
 
     def _prune(self, now: datetime) -> None:
         if self._last_prune_at is not None and now - self._last_prune_at < _PRUNE_EVERY:

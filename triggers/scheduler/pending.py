@@ -12,13 +12,14 @@ runs it.
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 import structlog
 
 from triggers.scheduler.launcher import Launcher
 from triggers.scheduler.liveness import Host, UnknownHost, gone_owners
-from triggers.store.protocol import TriggerStore
+from triggers.store.protocol import Heartbeat, TriggerStore
 
 log = structlog.get_logger()
 
@@ -77,15 +78,16 @@ class PendingPass:
         with self._lock:
             return self._due_at
 
-    def take(self, now: datetime) -> int:
-        """Take what is pending and hand it to the launcher; returns how many."""
+    def take(self, now: datetime, *, beats: Sequence[Heartbeat] | None = None) -> int:
+        """Take what is pending and hand it to the launcher; returns how many. `beats`:
+        the heartbeats the caller has just read (else they are read here)."""
         self._wanted.clear()
         with self._lock:
             if self._due_at is not None and self._due_at <= now:
                 self._due_at = None
         self._launcher.record_unrecorded(now)
         gone = gone_owners(
-            self._store.heartbeats(),
+            self._store.heartbeats() if beats is None else beats,
             me=self._owner,
             now=now,
             owner_lease=self._owner_lease,
