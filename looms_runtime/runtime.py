@@ -292,7 +292,8 @@ class Runtime(RuntimeRequests):
         if not ops or self._state != "started":
             return
         here = [(run_id, op) for run_id, op in ops if isinstance(op.seed, Prestarted)]
-        self._actors.handle_here(here)
+        with self._runner.gathered():
+            self._actors.handle_here(here)
         self._actors.submit_many(
             [(run_id, op) for run_id, op in ops if not isinstance(op.seed, Prestarted)]
         )

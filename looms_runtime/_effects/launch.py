@@ -7,10 +7,11 @@ dispatched by an earlier owner did (`probe`) and adopts one still running.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import tempfile
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,7 @@ class EffectRunner:
         self._boot = boot_id()
         self._detach = threading.Event()
         self._lock = threading.Lock()
+        self._gathering = threading.local()
 
     @property
     def home(self) -> attempts.Home:
@@ -75,7 +77,9 @@ class EffectRunner:
         owner dispatched but provably never started.
         """
         token = CancelToken()
-        where = path or self.home.path(ctx.run_id, ctx.effect_id, ctx.attempt)
+        where = path
+        if where is None and isinstance(step, CommandStep):
+            where = self.home.path(ctx.run_id, ctx.effect_id, ctx.attempt)
         ids = {"effect_id": ctx.effect_id, "attempt": ctx.attempt}
         self._submit(
             lambda: self._run(step, ctx, token, timeout_s, where, restart), ids, token, on_done
@@ -129,7 +133,35 @@ class EffectRunner:
         # The attempt logs (and a Python step's own structlog lines) carry the run's
         # context: its id and the attributes the runtime binds to its lines.
         context = contextvars.copy_context()
-        self._pool.submit(lambda: context.run(attempt))
+        gathered: list[Callable[[], None]] | None = getattr(self._gathering, "tasks", None)
+        if gathered is not None:
+            gathered.append(lambda: context.run(attempt))
+        else:
+            self._pool.submit(lambda: context.run(attempt))
+
+    @contextlib.contextmanager
+    def gathered(self) -> Iterator[None]:
+        """Attempts this thread launches within the block start together when it ends.
+
+        A batch of new runs is handed to the effect threads at once: one wake-up of
+        the pool rather than one per attempt, whose woken threads would otherwise
+        contend with the launching thread for the pool's lock and the interpreter.
+        """
+        if getattr(self._gathering, "tasks", None) is not None:
+            yield  # an outer block starts them
+            return
+        tasks: list[Callable[[], None]] = []
+        self._gathering.tasks = tasks
+        try:
+            yield
+        finally:
+            del self._gathering.tasks
+            try:
+                self._pool.submit_many(tasks)
+            except RuntimeError:
+                # Closed meanwhile: the attempts stay dispatched, and the next start
+                # finds them in flight, as for a process that stopped here.
+                log.warning("effects_not_started", attempts=len(tasks), reason="closed")
 
     def start(self, task: Callable[[], None]) -> None:
         """Run `task` (a Python flow session) on an effect thread, in the caller's log context."""
@@ -142,10 +174,11 @@ class EffectRunner:
         ctx: EffectContext,
         token: CancelToken,
         timeout_s: float | None,
-        path: Path,
+        path: Path | None,
         restart: bool,
     ) -> EffectResult:
         if isinstance(step, CommandStep):
+            assert path is not None  # noqa: S101 - `launch` gives every command its directory
             return run_command(
                 step,
                 ctx,

@@ -59,9 +59,9 @@ def supervised(decision: Dispatch, marker: Mapping[str, str]) -> Dispatch:
 
 def first_moves(
     state: RunState, flow: FlowDef, *, now_ms: int, marker: Mapping[str, str]
-) -> tuple[Dispatch, ...]:
+) -> tuple[tuple[Dispatch, ...], RunState]:
     """The attempts a run just started dispatches at once (committed with its start): the
-    planner's dispatches until it answers anything else."""
+    planner's dispatches until it answers anything else; and the run's state with them."""
     found: list[Dispatch] = []
     for _ in range(_MAX_FIRST_MOVES):
         move = plan(state, flow, now_ms=now_ms, in_flight=tuple(d.step.id for d in found))
@@ -70,7 +70,7 @@ def first_moves(
         move = supervised(move, marker)
         found.append(move)
         state = apply(state, move.event)
-    return tuple(found)
+    return tuple(found), state
 
 
 _MAX_FIRST_MOVES = 1000

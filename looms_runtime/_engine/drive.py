@@ -165,9 +165,9 @@ class Engine:
         elif slot.run is None and isinstance(op.seed, Prestarted):
             # Its first attempts were dispatched in the start's own transaction: they
             # start now, with no commit of their own.
-            new, launches = op.seed
+            new, launches, state = op.seed
             flow = self._flows.get(new.flow, new.version)
-            slot.run = seeded(new, flow, [launch.event for launch in launches])
+            slot.run = seeded(new, flow, [launch.event for launch in launches], state)
             slot.log_fields = bind_log_fields(slot.run, self._config.log_attributes)
             self._follow(slot, slot.run, slot.run.state, Idle("started"), launches)
             return

@@ -114,11 +114,11 @@ def start_within(
             results[index] = exc
             continue
         flow = flows.get(new.flow, new.version)
-        first = first_moves(fold([started_event(new)]), flow, now_ms=now_ms, marker=marker)
+        first, state = first_moves(fold([started_event(new)]), flow, now_ms=now_ms, marker=marker)
         if first:
             dispatched = tuple(canonical_json(move.event.payload) for move in first)
             new = new._replace(dispatched_json=dispatched)
-            launches[new.run_id] = Prestarted(new=new, launches=first)
+            launches[new.run_id] = Prestarted(new=new, launches=first, state=state)
         batch.append((index, new))
     if not batch:
         return [r for r in results if r is not None], []

@@ -199,10 +199,18 @@ class Prestarted(NamedTuple):
     new: NewRun
     launches: tuple[Any, ...]
     """The planner's `Dispatch` moves whose events were committed with the start."""
+    state: RunState | None = None
+    """The run's state with those events folded in (None: fold them again)."""
 
 
-def seeded(new: NewRun, flow: FlowDef, dispatched: Sequence[NewEvent] = ()) -> LoadedRun:
-    """The working copy of a just-inserted run, built without reading it back."""
+def seeded(
+    new: NewRun,
+    flow: FlowDef,
+    dispatched: Sequence[NewEvent] = (),
+    state: RunState | None = None,
+) -> LoadedRun:
+    """The working copy of a just-inserted run, built without reading it back (`state`:
+    its state with `dispatched` folded in, when the caller has it already)."""
     started = started_event(new)
     header = RunHeader(
         run_id=new.run_id,
@@ -225,5 +233,6 @@ def seeded(new: NewRun, flow: FlowDef, dispatched: Sequence[NewEvent] = ()) -> L
         updated_at=new.now_ms,
         settled_at=None,
     )
-    state = fold([started, *dispatched])
+    if state is None:
+        state = fold([started, *dispatched])
     return LoadedRun(header=header, flow=flow, state=state, snapshot_seq=0, inbox=[])

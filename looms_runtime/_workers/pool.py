@@ -66,9 +66,11 @@ class ThreadPool:
             if self._closed:
                 raise RuntimeError(f"thread pool {self._name} is shut down")
             self._tasks.extend(tasks)
-            while len(self._tasks) > self._idle and (
-                self._max is None or len(self._threads) < self._max
-            ):
+            # As `submit` would for each: one more thread per task no idle one takes.
+            wanted = min(len(tasks), len(self._tasks) - self._idle)
+            if self._max is not None:
+                wanted = min(wanted, self._max - len(self._threads))
+            for _ in range(wanted):
                 thread = threading.Thread(
                     target=self._work, name=f"{self._name}-{len(self._threads)}", daemon=True
                 )
