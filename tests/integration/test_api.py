@@ -208,6 +208,15 @@ def test_bad_input_answers_the_cli_codes_and_messages(api: Api) -> None:
             "TRG-116",
             "unknown query parameter 'outcomes'; known: limit, outcome, since, until",
         ),
+        (
+            "GET",
+            "/audit-log?run=a%00b",
+            None,
+            400,
+            "TRG-116",
+            "query parameter 'run' holds a NUL character (0x00)",
+        ),
+        ("GET", "/runs/a%00b", None, 400, "TRG-116", "the path holds a NUL character (0x00)"),
         ("GET", "/nothing-here", None, 404, "TRG-116", None),
         ("DELETE", "/triggers", None, 405, "TRG-116", None),
     ]

@@ -73,11 +73,27 @@ def _document(app: FastAPI) -> dict[str, Any]:
         for path in document.get("paths", {}).values():
             for operation in path.values():
                 operation.get("responses", {}).pop("422", None)
+                for parameter in operation.get("parameters", []):
+                    _without_nul(parameter.get("schema", {}))
         schemas = document.get("components", {}).get("schemas", {})
         schemas.pop("HTTPValidationError", None)
         schemas.pop("ValidationError", None)
         app.openapi_schema = document
     return app.openapi_schema
+
+
+NO_NUL = "^[^\u0000]*$"
+"""Text parameters hold no NUL character (0x00): no stored text can (PostgreSQL's
+cannot), and a request with one is refused (400)."""
+
+
+def _without_nul(schema: dict[str, Any]) -> None:
+    """Document `NO_NUL` on a parameter's free text (its schema, or its list's items)."""
+    for part in (schema, schema.get("items", {}), *schema.get("anyOf", [])):
+        if part.get("type") == "string" and not {"pattern", "enum", "format"} & part.keys():
+            part["pattern"] = NO_NUL
+        if part is not schema and part.get("type") == "array":
+            _without_nul(part)
 
 
 async def _http_error(request: Request, exc: Exception) -> Json:

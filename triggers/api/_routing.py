@@ -109,9 +109,18 @@ def _query_names(dependant: Dependant) -> tuple[list[str], set[str]]:
 
 
 def _misused_query(request: Request, known: list[str], repeatable: set[str]) -> UsageError | None:
-    """An unknown query parameter, or one given twice that takes one value: refused, as the
-    CLI refuses an unknown option (a misspelt filter must not be ignored)."""
+    """An unknown query parameter, or one given twice that takes one value, or one with a
+    NUL character: refused, as the CLI refuses an unknown option (a misspelt filter must
+    not be ignored)."""
+    if "\x00" in request.url.path:
+        return UsageError("the path holds a NUL character (0x00)", path=request.url.path)
     given = request.query_params
+    for name, value in given.multi_items():
+        if "\x00" in name or "\x00" in value:
+            # No stored text holds one (PostgreSQL's text cannot), so it names nothing.
+            return UsageError(
+                f"query parameter {name!r} holds a NUL character (0x00)", parameter=name
+            )
     for name in given:
         if name not in known:
             return UsageError(
