@@ -14,9 +14,16 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from triggers.clock import to_ms
 from triggers.model import FireRecord, Outcome, Trigger
 from triggers.store import _codec
-from triggers.store._shared import adjust_active, chunks, lock_trigger_rows, lock_triggers
+from triggers.store._shared import (
+    adjust_active,
+    chunks,
+    executemany,
+    lock_trigger_rows,
+    lock_triggers,
+)
 from triggers.store.protocol import RunChange, Settlement
 from triggers.store.schema import fires, triggers
 
@@ -34,6 +41,27 @@ def record_settlements(
     # cannot lose to another daemon settling the same run (SQLite's one writer already
     # holds the database).
     by_run = _live_rows(conn, run_ids, lock=True) if conn.dialect.name != "sqlite" else candidates
+    return _settle(conn, settlements, by_run, now, records=True)
+
+
+def _settle_locked(conn: Connection, settlements: Sequence[Settlement], now: datetime) -> None:
+    """`record_settlements` for a caller that holds the settlements' trigger rows locked
+    already: one read of the ledger rows, and no records built."""
+    by_run = _live_rows(conn, [s.run_id for s in settlements], lock=conn.dialect.name != "sqlite")
+    if by_run:
+        _settle(conn, settlements, by_run, now, records=False)
+
+
+def _settle(
+    conn: Connection,
+    settlements: Sequence[Settlement],
+    by_run: dict[str, Mapping[Any, Any]],
+    now: datetime,
+    *,
+    records: bool,
+) -> list[FireRecord | None]:
+    """Write the settlements of the live ledger rows `by_run` (read under the trigger
+    locks); with `records`, the ledger records as they now read."""
     failing = sorted(
         {
             by_run[s.run_id]["trigger_id"]
@@ -46,6 +74,7 @@ def record_settlements(
     pauses: dict[str, str] = {}
     updates: list[dict[str, Any]] = []
     results: list[FireRecord | None] = []
+    settled_at = to_ms(now)
     for settlement in settlements:
         row = by_run.pop(settlement.run_id, None)
         was = row["outcome"] if row is not None else None
@@ -53,7 +82,12 @@ def record_settlements(
             results.append(None)
             continue
         updates.append(
-            {"b_id": row["id"], "b_outcome": settlement.state, "b_error": settlement.error}
+            {
+                "b_id": row["id"],
+                "b_outcome": settlement.state,
+                "b_error": settlement.error,
+                "b_settled_at": settled_at,
+            }
         )
         if was == Outcome.LAUNCHED.value:
             deltas[row["trigger_id"]] = deltas.get(row["trigger_id"], 0) - 1
@@ -64,23 +98,17 @@ def record_settlements(
             and trigger.spec.pause_on_failure
         ):
             pauses.setdefault(trigger.id, settlement.error or f"run {settlement.run_id} failed")
-        record = _codec.fire_from_row(row)
-        results.append(
-            dataclasses.replace(
-                record, outcome=Outcome(settlement.state), settled_at=now, error=settlement.error
+        if records:
+            record = _codec.fire_from_row(row)
+            results.append(
+                dataclasses.replace(
+                    record,
+                    outcome=Outcome(settlement.state),
+                    settled_at=now,
+                    error=settlement.error,
+                )
             )
-        )
-    if updates:
-        conn.execute(
-            fires.update()
-            .where(fires.c.id == sa.bindparam("b_id"))
-            .values(
-                outcome=sa.bindparam("b_outcome"),
-                error=sa.bindparam("b_error"),
-                settled_at=now,
-            ),
-            updates,
-        )
+    executemany(conn, _SETTLE, updates)
     adjust_active(conn, deltas, now)
     for trigger_id, note in sorted(pauses.items()):
         conn.execute(
@@ -91,18 +119,31 @@ def record_settlements(
     return results
 
 
+_SETTLE = (
+    fires.update()
+    .where(fires.c.id == sa.bindparam("b_id"))
+    .values(
+        outcome=sa.bindparam("b_outcome"),
+        error=sa.bindparam("b_error"),
+        settled_at=sa.bindparam("b_settled_at"),
+    )
+)
+_LIVE = [Outcome.LAUNCHED.value, Outcome.CANCELLED.value]
+_LIVE_ROWS = sa.select(fires).where(
+    fires.c.run_id.in_(sa.bindparam("b_runs", expanding=True)), fires.c.outcome.in_(_LIVE)
+)
+_LIVE_ROWS_LOCKED = _LIVE_ROWS.order_by(fires.c.id).with_for_update()
+
+
 def _live_rows(
     conn: Connection, run_ids: Sequence[str], *, lock: bool
 ) -> dict[str, Mapping[Any, Any]]:
     # A superseded run may already be recorded `cancelled` by a monitor that saw
     # the cancellation first; supersession is the truer outcome and wins.
-    live = [Outcome.LAUNCHED.value, Outcome.CANCELLED.value]
     found: dict[str, Mapping[Any, Any]] = {}
+    statement = _LIVE_ROWS_LOCKED if lock else _LIVE_ROWS
     for part in chunks(run_ids):
-        statement = sa.select(fires).where(fires.c.run_id.in_(part), fires.c.outcome.in_(live))
-        if lock:
-            statement = statement.order_by(fires.c.id).with_for_update()
-        for row in conn.execute(statement).mappings():
+        for row in conn.execute(statement, {"b_runs": list(part)}).mappings():
             found[row["run_id"]] = row
     return found
 
@@ -122,7 +163,7 @@ def record_run_changes(conn: Connection, changes: Sequence[RunChange], now: date
     blocked = lock_trigger_rows(conn, sorted({c.trigger_id for c in changes}))
     _launched_by_key(conn, changes, now)
     if settled:
-        record_settlements(conn, settled, now)
+        _settle_locked(conn, settled, now)
     for change in changes:
         current = blocked.get(change.trigger_id)
         if change.state == "parked":

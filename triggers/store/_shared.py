@@ -19,6 +19,7 @@ from sqlalchemy.engine import Connection
 if TYPE_CHECKING:
     from sqlalchemy.sql.compiler import SQLCompiler
 
+from triggers.clock import to_ms
 from triggers.errors import CorruptRowError, StoreError
 from triggers.model import Trigger, TriggerSpec
 from triggers.store import _codec
@@ -116,14 +117,27 @@ def select_triggers() -> sa.Select[Any]:
     return sa.select(*_STATE_COLUMNS)
 
 
+_ADJUST_ACTIVE = (
+    triggers.update()
+    .where(triggers.c.id == sa.bindparam("b_id"))
+    .values(
+        active_count=triggers.c.active_count + sa.bindparam("b_delta"),
+        updated_at=sa.bindparam("b_now"),
+    )
+)
+
+
 def adjust_active(conn: Connection, deltas: Mapping[str, int], now: datetime) -> None:
     if not deltas:
         return
-    conn.execute(
-        triggers.update()
-        .where(triggers.c.id == sa.bindparam("b_id"))
-        .values(active_count=triggers.c.active_count + sa.bindparam("b_delta"), updated_at=now),
-        [{"b_id": trigger_id, "b_delta": deltas[trigger_id]} for trigger_id in sorted(deltas)],
+    at = to_ms(now)
+    executemany(
+        conn,
+        _ADJUST_ACTIVE,
+        [
+            {"b_id": trigger_id, "b_delta": deltas[trigger_id], "b_now": at}
+            for trigger_id in sorted(deltas)
+        ],
     )
 
 
@@ -139,7 +153,7 @@ def executemany(
     """
     if not rows:
         return 0
-    compiled = cast("SQLCompiler", statement.compile(dialect=conn.dialect))
+    compiled = _compiled(statement, conn.dialect)
     if compiled.positional:
         names = compiled.positiontup or []
         pick = operator.itemgetter(*names)
@@ -149,6 +163,20 @@ def executemany(
     else:
         params = rows
     return int(conn.exec_driver_sql(compiled.string, params).rowcount)
+
+
+_COMPILED: dict[tuple[int, str, str], tuple[sa.ClauseElement, SQLCompiler]] = {}
+
+
+def _compiled(statement: sa.ClauseElement, dialect: sa.Dialect) -> SQLCompiler:
+    """`statement` compiled for `dialect`, once per process (the callers' statements are
+    module constants: compiling costs more than executing a small batch)."""
+    key = (id(statement), dialect.name, dialect.paramstyle)
+    found = _COMPILED.get(key)
+    if found is None or found[0] is not statement:
+        found = (statement, cast("SQLCompiler", statement.compile(dialect=dialect)))
+        _COMPILED[key] = found
+    return found[1]
 
 
 def new_reservation() -> str:
