@@ -14,7 +14,6 @@ branches of a `parallel` call finish in any order and join the journal together
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -34,6 +33,7 @@ from looms_runtime._history.state import (
     EffectState,
     RunState,
     WaitState,
+    evolve,
     state_from_json,
     state_hash,
     state_to_json,
@@ -108,20 +108,20 @@ def apply(state: RunState, event: FoldEvent) -> RunState:
     if state.status == "new" and kind is not EventType.RUN_STARTED:
         raise CorruptHistoryError(f"{kind} before run_started", seq=state.seq + 1)
     if kind in INFORMATIONAL:
-        return dataclasses.replace(state, seq=state.seq + 1)
+        return evolve(state, seq=state.seq + 1)
     if state.settled:
         raise CorruptHistoryError(f"{kind} after the run settled", seq=state.seq + 1)
     try:
         next_state = _RULES[kind](state, event.payload)
     except (KeyError, TypeError, ValueError) as exc:
         raise CorruptHistoryError(f"malformed {kind} payload: {exc!r}", seq=state.seq + 1) from exc
-    return dataclasses.replace(next_state, seq=state.seq + 1)
+    return evolve(next_state, seq=state.seq + 1)
 
 
 def _run_started(state: RunState, p: Mapping[str, Any]) -> RunState:
     if state.status != "new":
         raise CorruptHistoryError("run_started twice", seq=state.seq + 1)
-    return dataclasses.replace(
+    return evolve(
         state,
         status="active",
         flow=str(p["flow"]),
@@ -144,7 +144,7 @@ def _at_frontier(state: RunState, position: int) -> None:
 
 
 def _journaled(state: RunState, entry: Mapping[str, Any], *, counts: bool) -> RunState:
-    return dataclasses.replace(
+    return evolve(
         state,
         journal=(*state.journal, entry),
         completed_steps=state.completed_steps + (1 if counts else 0),
@@ -182,7 +182,7 @@ def _dispatched(state: RunState, p: Mapping[str, Any]) -> RunState:
         give_up_at=previous.give_up_at if previous else opt_int(p.get("give_up_at")),
         supervised=opt_marker(p.get("supervised")),
     )
-    return dataclasses.replace(state, effects={**state.effects, effect_id: effect})
+    return evolve(state, effects={**state.effects, effect_id: effect})
 
 
 def _current(state: RunState, p: Mapping[str, Any]) -> EffectState | None:
@@ -206,19 +206,17 @@ def _succeeded(state: RunState, p: Mapping[str, Any]) -> RunState:
     effects = _without(state, effect.effect_id)
     if state.python:
         entry = {"kind": "step", "name": effect.name, "ok": True, "output": p.get("output")}
-        return _journaled(dataclasses.replace(state, effects=effects), entry, counts=True)
-    return _step_done(
-        dataclasses.replace(state, effects=effects), effect.step_index, p.get("output")
-    )
+        return _journaled(evolve(state, effects=effects), entry, counts=True)
+    return _step_done(evolve(state, effects=effects), effect.step_index, p.get("output"))
 
 
 def _step_done(state: RunState, index: int, result: Any) -> RunState:
     """A steps flow's step completed: in order, or (a graph) as one of the done set."""
     if state.graph:
         done = state.done | {index}
-        return dataclasses.replace(state, done=done, completed_steps=len(done), result=result)
+        return evolve(state, done=done, completed_steps=len(done), result=result)
     completed = max(state.completed_steps, index + 1)
-    return dataclasses.replace(state, completed_steps=completed, result=result)
+    return evolve(state, completed_steps=completed, result=result)
 
 
 def _failed(state: RunState, p: Mapping[str, Any]) -> RunState:
@@ -238,29 +236,29 @@ def _failed(state: RunState, p: Mapping[str, Any]) -> RunState:
             "error": error,
             "attempts": effect.failures + 1,
         }
-        state = dataclasses.replace(state, effects=_without(state, effect.effect_id))
+        state = evolve(state, effects=_without(state, effect.effect_id))
         return _journaled(state, entry, counts=True)
-    failed = dataclasses.replace(
+    failed = evolve(
         effect,
         status="retry_wait" if next_at is not None else "failed",
         failures=effect.failures + 1,
         next_attempt_at=next_at,
         last_error=error,
     )
-    return settle(dataclasses.replace(state, effects={**state.effects, effect.effect_id: failed}))
+    return settle(evolve(state, effects={**state.effects, effect.effect_id: failed}))
 
 
 def _ambiguous(state: RunState, p: Mapping[str, Any]) -> RunState:
     effect = _current(state, p)
     if effect is None:
         return state
-    stuck = dataclasses.replace(
+    stuck = evolve(
         effect,
         status="timed_out" if p.get("timed_out") else "ambiguous",
         ambiguities=effect.ambiguities + 1,
         last_error=opt_str(p.get("reason")),
     )
-    return settle(dataclasses.replace(state, effects={**state.effects, effect.effect_id: stuck}))
+    return settle(evolve(state, effects={**state.effects, effect.effect_id: stuck}))
 
 
 def _cancelled_effect(state: RunState, p: Mapping[str, Any]) -> RunState:
@@ -272,8 +270,8 @@ def _cancelled_effect(state: RunState, p: Mapping[str, Any]) -> RunState:
         return answered(
             state, effect, ok=False, cancelled=True, error=error, attempts=effect.attempt
         )
-    done = dataclasses.replace(effect, status="cancelled", last_error=opt_str(p.get("error")))
-    return dataclasses.replace(state, effects={**state.effects, effect.effect_id: done})
+    done = evolve(effect, status="cancelled", last_error=opt_str(p.get("error")))
+    return evolve(state, effects={**state.effects, effect.effect_id: done})
 
 
 def _retry_requested(state: RunState, p: Mapping[str, Any]) -> RunState:
@@ -281,9 +279,9 @@ def _retry_requested(state: RunState, p: Mapping[str, Any]) -> RunState:
     effect = state.effects.get(effect_id)
     if effect is None or effect.status not in STUCK | {"failed"}:
         raise CorruptHistoryError(f"retry of effect {effect_id!r} that is not stuck")
-    waiting = dataclasses.replace(effect, status="retry_wait", next_attempt_at=int(p["at"]))
+    waiting = evolve(effect, status="retry_wait", next_attempt_at=int(p["at"]))
     status = "active" if state.status == "parked" else state.status
-    return dataclasses.replace(
+    return evolve(
         state, status=status, park_reason=None, effects={**state.effects, effect_id: waiting}
     )
 
@@ -297,7 +295,7 @@ def _wait_started(state: RunState, p: Mapping[str, Any]) -> RunState:
         signal=opt_str(p.get("signal")),
     )
     _at_frontier(state, wait.step_index)
-    return dataclasses.replace(state, waits={**state.waits, wait.wait_id: wait})
+    return evolve(state, waits={**state.waits, wait.wait_id: wait})
 
 
 def _wait_finished(state: RunState, p: Mapping[str, Any]) -> RunState:
@@ -311,11 +309,11 @@ def _wait_finished(state: RunState, p: Mapping[str, Any]) -> RunState:
         if wait.kind == "signal":
             entry |= {"name": wait.signal, "timed_out": reason == "timeout"}
             entry["payload"] = p.get("payload") if reason == "signal" else None
-        return _journaled(dataclasses.replace(state, waits=waits), entry, counts=True)
+        return _journaled(evolve(state, waits=waits), entry, counts=True)
     if reason == "timeout":
-        return dataclasses.replace(state, waits=waits)
+        return evolve(state, waits=waits)
     result = p.get("payload") if reason == "signal" else state.result
-    return _step_done(dataclasses.replace(state, waits=waits), wait.step_index, result)
+    return _step_done(evolve(state, waits=waits), wait.step_index, result)
 
 
 def _flow_value(state: RunState, p: Mapping[str, Any]) -> RunState:
@@ -328,7 +326,7 @@ def _flow_value(state: RunState, p: Mapping[str, Any]) -> RunState:
 
 def _cancel_requested(state: RunState, p: Mapping[str, Any]) -> RunState:
     # `failure`: a graph's failed step stops its other branches before the run fails.
-    return dataclasses.replace(
+    return evolve(
         state,
         cancel_requested=True,
         cancel_reason=opt_str(p.get("reason")),
@@ -343,27 +341,25 @@ def _branch_failed(state: RunState, p: Mapping[str, Any]) -> RunState:
         raise CorruptHistoryError("branch_failed in a run that is not a graph flow")
     error = str(p["error"])
     if p.get("cancel"):
-        return dataclasses.replace(
-            state, failure=error, cancel_requested=True, cancel_reason=f"failed: {error}"
-        )
-    return dataclasses.replace(state, failure=error)
+        return evolve(state, failure=error, cancel_requested=True, cancel_reason=f"failed: {error}")
+    return evolve(state, failure=error)
 
 
 def _parked(state: RunState, p: Mapping[str, Any]) -> RunState:
-    return dataclasses.replace(state, status="parked", park_reason=str(p["reason"]))
+    return evolve(state, status="parked", park_reason=str(p["reason"]))
 
 
 def _completed(state: RunState, p: Mapping[str, Any]) -> RunState:
-    return dataclasses.replace(state, status="completed", result=p.get("result"))
+    return evolve(state, status="completed", result=p.get("result"))
 
 
 def _run_failed(state: RunState, p: Mapping[str, Any]) -> RunState:
-    return dataclasses.replace(state, status="failed", error=str(p["error"]))
+    return evolve(state, status="failed", error=str(p["error"]))
 
 
 def _run_cancelled(state: RunState, p: Mapping[str, Any]) -> RunState:
     reason = opt_str(p.get("reason"))
-    return dataclasses.replace(
+    return evolve(
         state, status="cancelled", error=f"cancelled: {reason}" if reason else "cancelled"
     )
 

@@ -8,9 +8,9 @@ is the same as it was before those fields existed: older snapshots stay usable.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from looms_runtime._canonical import digest
 from looms_runtime.errors import CorruptHistoryError
@@ -24,6 +24,34 @@ PYTHON = "python"
 """`RunState.flow_kind` of a durable Python flow (whose results are kept in `journal`)."""
 GRAPH = "graph"
 """`RunState.flow_kind` of a steps flow whose steps name their `needs` (kept in `done`)."""
+
+_State = TypeVar("_State")
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def evolve(value: _State, **changes: Any) -> _State:
+    """`dataclasses.replace` for the frozen, slotted states below, at half its cost.
+
+    A fold builds a dozen of them per run and thousands a second under load; the
+    states have no `__post_init__` and no `init=False` field, so copying each field
+    and setting the changed ones is what `replace` does through `__init__`.
+
+    Raises:
+        TypeError: a change names no field of the state.
+    """
+    cls = type(value)
+    names = _FIELDS.get(cls)
+    if names is None:
+        names = _FIELDS[cls] = tuple(f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]
+    copy = object.__new__(cls)
+    for name in names:
+        _set(copy, name, changes.pop(name) if name in changes else getattr(value, name))
+    if changes:
+        raise TypeError(f"{cls.__name__} has no field {', '.join(sorted(changes))}")
+    return copy
+
+
+_set: Callable[[object, str, Any], None] = object.__setattr__
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -36,6 +36,7 @@ from looms_runtime._history.planner import (
     outcome_events,
     plan,
 )
+from looms_runtime._history.state import EffectState, evolve
 from looms_runtime.errors import (
     CorruptHistoryError,
     DuplicateEffectDispatchError,
@@ -242,3 +243,30 @@ def test_an_attempt_dispatched_twice_is_refused() -> None:
 
     with pytest.raises(DuplicateEffectDispatchError):
         fold([started, dispatched, dispatched])
+
+
+def test_evolve_makes_what_dataclasses_replace_makes() -> None:
+    state = RunState(seq=3, status="active", flow="f", version="v", journal=({"a": 1},))
+    changed = {"seq": 4, "status": "completed", "result": {"x": [1]}}
+
+    evolved = evolve(state, **changed)
+
+    assert evolved == dataclasses.replace(state, **changed)
+    assert evolved is not state
+    assert state.seq == 3  # the original is untouched
+    started = new_event(EventType.RUN_STARTED, flow="f", version="v", input=None)
+    dispatched = new_event(
+        EventType.EFFECT_DISPATCHED,
+        effect_id="s0",
+        step_index=0,
+        kind="command",
+        attempt=1,
+        idempotent=True,
+        dispatched_at=0,
+        deadline_at=None,
+    )
+    effect = fold([started, dispatched]).effects["s0"]
+    assert evolve(effect, status="succeeded") == dataclasses.replace(effect, status="succeeded")
+    assert type(evolve(effect)) is EffectState
+    with pytest.raises(TypeError, match="RunState has no field nope"):
+        evolve(state, nope=1)
