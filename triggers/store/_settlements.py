@@ -47,7 +47,9 @@ def record_settlements(
 def _settle_locked(conn: Connection, settlements: Sequence[Settlement], now: datetime) -> None:
     """`record_settlements` for a caller that holds the settlements' trigger rows locked
     already: one read of the ledger rows, and no records built."""
-    by_run = _live_rows(conn, [s.run_id for s in settlements], lock=conn.dialect.name != "sqlite")
+    by_run = _live_rows(
+        conn, [s.run_id for s in settlements], lock=conn.dialect.name != "sqlite", whole=False
+    )
     if by_run:
         _settle(conn, settlements, by_run, now, records=False)
 
@@ -129,19 +131,34 @@ _SETTLE = (
     )
 )
 _LIVE = [Outcome.LAUNCHED.value, Outcome.CANCELLED.value]
-_LIVE_ROWS = sa.select(fires).where(
-    fires.c.run_id.in_(sa.bindparam("b_runs", expanding=True)), fires.c.outcome.in_(_LIVE)
-)
-_LIVE_ROWS_LOCKED = _LIVE_ROWS.order_by(fires.c.id).with_for_update()
+
+
+def _live_select(*, whole: bool, lock: bool) -> sa.Select[Any]:
+    """The live ledger rows of some runs: whole rows (to make records), or what a write
+    needs; locked (in id order) on PostgreSQL."""
+    columns = (
+        [fires] if whole else [fires.c.id, fires.c.trigger_id, fires.c.outcome, fires.c.run_id]
+    )
+    statement = sa.select(*columns).where(
+        fires.c.run_id.in_(sa.bindparam("b_runs", expanding=True)), fires.c.outcome.in_(_LIVE)
+    )
+    return statement.order_by(fires.c.id).with_for_update() if lock else statement
+
+
+_LIVE_ROWS = {
+    (whole, lock): _live_select(whole=whole, lock=lock)
+    for whole in (True, False)
+    for lock in (True, False)
+}
 
 
 def _live_rows(
-    conn: Connection, run_ids: Sequence[str], *, lock: bool
+    conn: Connection, run_ids: Sequence[str], *, lock: bool, whole: bool = True
 ) -> dict[str, Mapping[Any, Any]]:
     # A superseded run may already be recorded `cancelled` by a monitor that saw
     # the cancellation first; supersession is the truer outcome and wins.
     found: dict[str, Mapping[Any, Any]] = {}
-    statement = _LIVE_ROWS_LOCKED if lock else _LIVE_ROWS
+    statement = _LIVE_ROWS[whole, lock]
     for part in chunks(run_ids):
         for row in conn.execute(statement, {"b_runs": list(part)}).mappings():
             found[row["run_id"]] = row

@@ -247,7 +247,7 @@ def test_an_attempt_dispatched_twice_is_refused() -> None:
 
 def test_evolve_makes_what_dataclasses_replace_makes() -> None:
     state = RunState(seq=3, status="active", flow="f", version="v", journal=({"a": 1},))
-    changed = {"seq": 4, "status": "completed", "result": {"x": [1]}}
+    changed: dict[str, Any] = {"seq": 4, "status": "completed", "result": {"x": [1]}}
 
     evolved = evolve(state, **changed)
 
