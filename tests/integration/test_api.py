@@ -217,6 +217,7 @@ def test_bad_input_answers_the_cli_codes_and_messages(api: Api) -> None:
             "query parameter 'run' holds a NUL character (0x00)",
         ),
         ("GET", "/runs/a%00b", None, 400, "TRG-116", "the path holds a NUL character (0x00)"),
+        ("POST", "/triggers/nightly/fire", {"note": "a\x00b"}, 400, "TRG-116", None),
         ("GET", "/nothing-here", None, 404, "TRG-116", None),
         ("DELETE", "/triggers", None, 405, "TRG-116", None),
     ]

@@ -35,40 +35,44 @@ def some_of(values: Iterable[str]) -> WithJsonSchema:
     return WithJsonSchema({"type": "array", "items": {"type": "string", "enum": list(values)}})
 
 
+Text = Annotated[str, Field(pattern="^[^\\x00]*$")]
+"""Free text of a body: no NUL character (0x00), which no stored text can hold."""
+
+
 class Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
 class FireBody(Body):
-    key: str | None = Field(default=None, description="Idempotency key (default: the time).")
+    key: Text | None = Field(default=None, description="Idempotency key (default: the time).")
     overlap: Annotated[
         str | None,
         WithJsonSchema(
             {"anyOf": [{"type": "string", "enum": [o.value for o in Overlap]}, {"type": "null"}]}
         ),
     ] = Field(default=None, description="Override the overlap policy for this fire.")
-    note: str | None = Field(default=None, description="Why: kept in the audit log.")
+    note: Text | None = Field(default=None, description="Why: kept in the audit log.")
 
 
 class NoteBody(Body):
-    note: str | None = Field(default=None, description="Why: kept in the audit log.")
+    note: Text | None = Field(default=None, description="Why: kept in the audit log.")
 
 
 class CancelBody(Body):
-    reason: str | None = Field(default=None, description="Recorded with the cancellation.")
-    note: str | None = Field(default=None, description="The same as `reason` (as `--note`).")
+    reason: Text | None = Field(default=None, description="Recorded with the cancellation.")
+    note: Text | None = Field(default=None, description="The same as `reason` (as `--note`).")
 
 
 class RetryBody(Body):
-    effect_id: str = Field(description="The step left `ambiguous` or `timed_out`.")
-    note: str | None = Field(default=None, description="Why: kept in the audit log.")
+    effect_id: Text = Field(description="The step left `ambiguous` or `timed_out`.")
+    note: Text | None = Field(default=None, description="Why: kept in the audit log.")
 
 
 class SignalBody(Body):
-    name: str = Field(description="The signal a `wait_signal` step waits for.")
+    name: Text = Field(description="The signal a `wait_signal` step waits for.")
     payload: Any = Field(default=None, description="Any JSON value, handed to the step.")
-    key: str | None = Field(default=None, description="Idempotency key (applied once).")
-    note: str | None = Field(default=None, description="Why: kept in the audit log.")
+    key: Text | None = Field(default=None, description="Idempotency key (applied once).")
+    note: Text | None = Field(default=None, description="Why: kept in the audit log.")
 
 
 class Document(BaseModel):
