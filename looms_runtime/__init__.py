@@ -47,6 +47,7 @@ if TYPE_CHECKING:
         StepFailedError,
         WaitTimeoutError,
     )
+    from looms_runtime.reads import RunReader
     from looms_runtime.records import (
         EffectInfo,
         Event,
@@ -92,6 +93,7 @@ _EXPORTS = {
     "RunHandle": "looms_runtime.records",
     "RunInfo": "looms_runtime.records",
     "RunNotFoundError": "looms_runtime.errors",
+    "RunReader": "looms_runtime.reads",
     "RunOverloadedError": "looms_runtime.errors",
     "RunSettled": "looms_runtime.records",
     "RunStatusInfo": "looms_runtime.records",
@@ -139,6 +141,7 @@ __all__ = [
     "RunInfo",
     "RunNotFoundError",
     "RunOverloadedError",
+    "RunReader",
     "RunSettled",
     "RunStatusInfo",
     "RunSummary",

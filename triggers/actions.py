@@ -23,7 +23,7 @@ from triggers.diffs import DeclarationsDiff, changed_ids, diff_digests
 from triggers.model import Overlap, Trigger
 from triggers.scheduler.backfill import BackfillResult
 from triggers.store.audit_log import ActionKind, Actor, AuditEntry, AuditLog
-from triggers.store.protocol import ApplyResult, Claim, TriggerStore
+from triggers.store.protocol import ApplyResult, Claim, TriggerReads, TriggerStore
 
 
 class RunControl(Protocol):
@@ -57,7 +57,7 @@ class Applied:
     result: ApplyResult
 
 
-def plan_apply(store: TriggerStore, declarations: Declarations) -> DeclarationsDiff:
+def plan_apply(store: TriggerReads, declarations: Declarations) -> DeclarationsDiff:
     """What applying `declarations` would change; writes nothing (`apply --dry-run`)."""
     digests = store.declared_digests()
     wanted = changed_ids(digests, declarations.triggers)

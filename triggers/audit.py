@@ -25,7 +25,7 @@ from datetime import datetime, timedelta
 
 from triggers.clock import iso
 from triggers.model import FireRecord, Outcome, Trigger
-from triggers.store.protocol import HistoryQuery, TriggerStore
+from triggers.store.protocol import HistoryQuery, TriggerReads
 
 _RUN_STATE = {
     Outcome.LAUNCHED: {"active"},
@@ -75,7 +75,7 @@ class AuditReport:
 
 
 def audit(
-    store: TriggerStore,
+    store: TriggerReads,
     runs: Sequence[RunFact],
     statuses: Callable[[list[str]], Mapping[str, str]],
     *,

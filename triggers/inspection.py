@@ -19,11 +19,11 @@ from triggers.diffs import FieldChange, declaration_view, field_changes
 from triggers.errors import TriggersError
 from triggers.model import FireRecord, Trigger, TriggerSpec
 from triggers.store.audit_log import ActionKind, AuditEntry, AuditLog, AuditQuery
-from triggers.store.protocol import Heartbeat, HistoryQuery, TriggerStore, silence_limit
-from triggers.timeline import Downtime, Timeline
+from triggers.store.protocol import Heartbeat, HistoryQuery, TriggerReads, silence_limit
 
 if TYPE_CHECKING:
     from triggers.scheduler.forecast import UpcomingFire
+    from triggers.timeline import Downtime, Timeline
 
 TriggerState = Literal["enabled", "paused", "disabled", "retired", "blocked"]
 
@@ -71,7 +71,7 @@ class TriggerDescription:
 
 
 def describe_trigger(
-    store: TriggerStore,
+    store: TriggerReads,
     audit: AuditLog,
     trigger_id: str,
     *,
@@ -251,7 +251,7 @@ class StatusReport:
 
 
 def status_report(
-    store: Any,
+    store: TriggerReads,
     *,
     now: datetime,
     poll_interval: timedelta,
@@ -291,7 +291,7 @@ class TimelineReport:
 
 
 def timeline_report(
-    store: TriggerStore,
+    store: TriggerReads,
     *,
     trigger_ids: Sequence[str],
     since: datetime,
@@ -328,6 +328,8 @@ def timeline_report(
         if len(found) > limit:
             cut.append(trigger.id)
         rows.extend(record.to_json() for record in found[:limit])
+    from triggers.timeline import Timeline  # noqa: PLC0415 (status and describe draw nothing)
+
     upcoming_after = max(now, since)
     timeline = Timeline(
         since=since,
@@ -347,7 +349,7 @@ def timeline_report(
 
 
 def _downtime(
-    store: TriggerStore,
+    store: TriggerReads,
     *,
     since: datetime,
     until: datetime,
@@ -355,6 +357,8 @@ def _downtime(
     poll_interval: timedelta,
 ) -> list[Downtime]:
     """Recorded downtime, and the silence going on now when no daemon is alive."""
+    from triggers.timeline import Downtime  # noqa: PLC0415 (as in `timeline_report`)
+
     found = [
         Downtime(started_at=down.started_at, ended_at=down.ended_at)
         for down in store.downtime(since=since, until=until)

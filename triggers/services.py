@@ -39,6 +39,7 @@ from triggers.store.protocol import (
     ClaimRequest,
     Heartbeat,
     HistoryQuery,
+    TriggerReads,
     TriggerStore,
 )
 
@@ -92,7 +93,7 @@ class TriggerView:
         return None if self.next_fire is None else self.next_fire.occurrence_at
 
 
-def list_triggers(store: TriggerStore, *, now: datetime) -> list[TriggerView]:
+def list_triggers(store: TriggerReads, *, now: datetime) -> list[TriggerView]:
     """Every trigger with its next fire (or why none), last outcome and active run."""
     last = store.last_records()
     active: dict[str, str] = {}
@@ -184,13 +185,13 @@ def upcoming(
     )
 
 
-def history(store: TriggerStore, query: HistoryQuery) -> list[FireRecord]:
+def history(store: TriggerReads, query: HistoryQuery) -> list[FireRecord]:
     if query.trigger_id is not None:
         require_trigger(store, query.trigger_id)
     return store.history(query)
 
 
-def require_trigger(store: TriggerStore, trigger_id: str) -> Trigger:
+def require_trigger(store: TriggerReads, trigger_id: str) -> Trigger:
     trigger = store.get_trigger(trigger_id)
     if trigger is None:
         known = sorted(t.id for t in store.list_triggers() if isinstance(t, Trigger))
@@ -396,7 +397,7 @@ def find_spec(declarations: Declarations, trigger_id: str) -> TriggerSpec:
     )
 
 
-def nudge_local_daemons(store: TriggerStore, *, host: str, now: datetime) -> int:
+def nudge_local_daemons(store: TriggerReads, *, host: str, now: datetime) -> int:
     """Wake the daemons of this host (SIGUSR1) so they launch operator claims at once.
 
     A daemon is signalled only when its heartbeat names a process that still runs on

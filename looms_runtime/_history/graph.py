@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from looms_runtime._history.definitions import StepsFlow
 from looms_runtime._history.events import EventType, new_event
 from looms_runtime._history.fold import RunState
-from looms_runtime._history.moves import Emit, Idle, InboxItem, Move, Sleep
+from looms_runtime._history.inbox import InboxItem
+from looms_runtime._history.moves import Emit, Idle, Move, Sleep
 from looms_runtime._history.steps import effect_move, failure_of, start_step, step_at, wait_move
 
 

@@ -1,22 +1,13 @@
-"""The moves the planner answers with, and the requests it reads (pure values)."""
+"""The moves the planner answers with (pure values); the requests it reads are
+`looms_runtime._history.inbox`'s."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import TypeAlias
 
 from looms_runtime._history.definitions import EffectStep
 from looms_runtime._history.events import NewEvent
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class InboxItem:
-    """A durable external request not yet folded into the log (cancel, signal, retry)."""
-
-    key: str
-    kind: str
-    name: str | None = None
-    payload: Any = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,13 +21,13 @@ from looms_runtime._history.definitions import (
 from looms_runtime._history.events import EventType, new_event
 from looms_runtime._history.fold import STUCK, RunState
 from looms_runtime._history.graph import graph_move
+from looms_runtime._history.inbox import InboxItem
 from looms_runtime._history.moves import (
     Dispatch,
     Emit,
     Finished,
     FlowDispatch,
     Idle,
-    InboxItem,
     Move,
     RunFlow,
     Sleep,

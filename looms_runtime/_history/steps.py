@@ -19,7 +19,8 @@ from looms_runtime._history.definitions import (
 )
 from looms_runtime._history.events import EventType, NewEvent, new_event
 from looms_runtime._history.fold import STUCK, EffectState, RunState, WaitState
-from looms_runtime._history.moves import Dispatch, Emit, Idle, InboxItem, Move, Sleep
+from looms_runtime._history.inbox import InboxItem
+from looms_runtime._history.moves import Dispatch, Emit, Idle, Move, Sleep
 from looms_runtime._history.outcome import EffectResult
 from looms_runtime.errors import CorruptHistoryError
 

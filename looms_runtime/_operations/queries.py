@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from looms_runtime._clock import from_ms
-from looms_runtime._history.fold import TERMINAL, RunState, fold_recorded, state_to_json
 from looms_runtime._store.driver import driver_errors
-from looms_runtime._store.loading import restore, usable_snapshot
 from looms_runtime._store.reads import (
     count_runs,
     first_seq,
@@ -29,8 +27,17 @@ from looms_runtime.records import (
     RunStatusInfo,
     RunSummary,
 )
-from looms_runtime.schema import UNSETTLED
+from looms_runtime.schema import RUN_STATUSES, UNSETTLED
 
+if TYPE_CHECKING:
+    from looms_runtime._history.fold import RunState
+
+# The fold (and the logging of a snapshot it cannot use) is imported by the two reads
+# that fold a run, `inspect` and `state_at`: statuses, listings and the event log are
+# read by processes that never fold, such as a CLI command listing runs.
+
+# The fold's TERMINAL, read from the schema's statuses: a listing loads no fold.
+_SETTLED = frozenset(RUN_STATUSES).difference(UNSETTLED)
 _FILTERS: dict[str, tuple[str, ...]] = {
     "active": UNSETTLED,
     "parked": ("parked",),
@@ -42,8 +49,8 @@ _FILTERS: dict[str, tuple[str, ...]] = {
 
 def public_status(status: str) -> PublicStatus:
     """The five-valued status callers see: anything not settled is `active`."""
-    if status in TERMINAL:
-        return status  # type: ignore[return-value]  # a member of TERMINAL
+    if status in _SETTLED:
+        return status  # type: ignore[return-value]  # a settled status
     return "active"
 
 
@@ -61,7 +68,7 @@ def read_statuses(db: Database, run_ids: Sequence[str]) -> dict[str, RunStatusIn
         if row is None:
             found[run_id] = RunStatusInfo(run_id=run_id, status="missing")
             continue
-        settled = row.status in TERMINAL
+        settled = row.status in _SETTLED
         found[run_id] = RunStatusInfo(
             run_id=run_id,
             status=public_status(row.status),
@@ -77,6 +84,8 @@ def inspect(db: Database, run_id: str) -> RunInfo:
     Raises:
         RunNotFoundError: no run has that id.
     """
+    from looms_runtime._store.loading import restore  # noqa: PLC0415 (the fold)
+
     with driver_errors(), db.read() as conn:
         record = load_run(conn, run_id)
         first = 1
@@ -221,6 +230,9 @@ def state_at(db: Database, run_id: str, seq: int) -> dict[str, Any]:
         RunNotFoundError: no run has that id.
         HistoryTrimmedError: the events up to `seq` were trimmed.
     """
+    from looms_runtime._history.fold import fold_recorded, state_to_json  # noqa: PLC0415
+    from looms_runtime._store.loading import usable_snapshot  # noqa: PLC0415
+
     with driver_errors(), db.read() as conn:
         record = load_run(conn, run_id)
         _found(record.header if record else None, run_id)

@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from looms_runtime._history.events import RecordedEvent
-from looms_runtime._history.planner import InboxItem
+from looms_runtime._history.inbox import InboxItem
 from looms_runtime._store.rows import LoadedRecord, RunHeader, SnapshotRow
 from looms_runtime.schema import UNSETTLED, events, flows, inbox, runs, snapshots
 

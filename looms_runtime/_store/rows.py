@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from looms_runtime._history.events import NewEvent, RecordedEvent
-from looms_runtime._history.planner import InboxItem
+from looms_runtime._history.inbox import InboxItem
 from looms_runtime.records import RunTransition
 
 

@@ -62,11 +62,47 @@ def heavy(modules: set[str]) -> set[str]:
     return {name for name in HEAVY if name in modules}
 
 
+# What a command that only reads never needs: the runtime's engine (its workers,
+# effects and planner), the store's writes, the settings model, migrations, logging.
+NOT_FOR_READS = (
+    "alembic",
+    "looms_runtime._effects",
+    "looms_runtime._engine",
+    "looms_runtime._history.planner",
+    "looms_runtime._workers",
+    "looms_runtime.runtime",
+    "pydantic",
+    "pydantic_settings",
+    "structlog",
+    "triggers.settings",
+    "triggers.store._apply",
+    "triggers.store._claims",
+    "triggers.store.sql",
+)
+
+
+def writers(modules: set[str]) -> set[str]:
+    """The modules of `NOT_FOR_READS`, and those inside them, that were loaded."""
+    return {
+        name
+        for name in modules
+        if name in NOT_FOR_READS or name.startswith(tuple(f"{n}." for n in NOT_FOR_READS))
+    }
+
+
 def test_help_and_version_load_neither_the_database_nor_the_runtime(cli: Cli) -> None:
     for args in (["--help"], ["--version"], ["list", "--help"], ["timeline", "--help"]):
         modules = loaded(cli, *args)
         assert heavy(modules) == set(), args
         assert "sqlalchemy" not in modules, args
+
+
+def test_shell_completion_loads_neither_the_database_nor_the_runtime(cli: Cli) -> None:
+    cli.env.update({"_TRIGGERS_COMPLETE": "complete_bash", "COMP_WORDS": "triggers li"})
+    cli.env["COMP_CWORD"] = "1"
+    modules = loaded(cli)
+    assert heavy(modules) == set()
+    assert "sqlalchemy" not in modules
 
 
 def test_queries_on_an_empty_database_load_only_the_store(cli: Cli, tmp_path: Path) -> None:
@@ -75,6 +111,34 @@ def test_queries_on_an_empty_database_load_only_the_store(cli: Cli, tmp_path: Pa
         modules = loaded(cli, *args)
         assert heavy(modules) == set(), args
         assert "sqlalchemy.orm" not in modules and "sqlalchemy.dialects.postgresql" not in modules
+
+
+def test_status_and_the_run_queries_load_neither_the_engine_nor_the_settings(
+    cli: Cli, tmp_path: Path
+) -> None:
+    declarations = tmp_path / "t.yaml"
+    declarations.write_text(
+        "version: 1\nflows:\n  noop: {steps: []}\ntriggers:\n  - {id: t, flow: noop, every: 1h}\n"
+    )
+    cli.run("apply", str(declarations))  # rows to read: a trigger, a flow, an audit entry
+    for args in (
+        ["status"],
+        ["status", "--json"],
+        ["runs", "list"],
+        ["runs", "events", "no-such-run"],
+        ["history", "t"],
+        ["describe", "t"],
+        ["audit-log"],
+    ):
+        modules = loaded(cli, *args)
+        assert writers(modules) == set(), args
+        assert "sqlalchemy.orm" not in modules, args
+
+
+def test_queries_on_an_empty_database_load_no_writes_and_no_engine(cli: Cli) -> None:
+    cli.run("db", "upgrade")
+    for args in (["list"], ["history"], ["status"], ["runs", "list"], ["next", "t"]):
+        assert writers(loaded(cli, *args)) == set(), args
 
 
 def test_the_daemon_loads_the_web_framework_only_to_serve_the_api() -> None:

@@ -1,13 +1,22 @@
-"""Settings and scheduler options share one source of defaults and carry over by name."""
+"""Settings and scheduler options share one source of defaults and carry over by name;
+the CLI's reader of the one setting `status` needs agrees with the settings."""
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
+import pytest
+
+from triggers.cli import _backend
+from triggers.cli._app import options
+from triggers.errors import ConfigError
+from triggers.locations import Environment
 from triggers.scheduler.options import SchedulerOptions
-from triggers.settings import SCHEDULER_SETTINGS, Settings
+from triggers.settings import SCHEDULER_SETTINGS, Settings, load_settings
 
 OPTION_DEFAULTS = {
     field.name: field.default
@@ -68,3 +77,47 @@ def test_duration_settings_read_the_duration_grammar() -> None:
     assert settings.lease == timedelta(minutes=90)
     assert settings.run_retention == timedelta(days=2)
     assert settings.shutdown_grace == timedelta(seconds=20)
+
+
+POLL_INTERVALS = [None, "5s", "90", "1.5", " 2m ", "1h 30m", "soon", "", "0s", "-5s", "5M"]
+
+
+@pytest.mark.parametrize("value", POLL_INTERVALS, ids=repr)
+def test_the_cli_reads_the_poll_interval_as_the_settings_do(
+    value: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    environ = {} if value is None else {"TRIGGERS_POLL_INTERVAL": value}
+    for key, text in environ.items():
+        monkeypatch.setenv(key, text)
+    monkeypatch.setattr(options, "environment", Environment.load(environ, read_file=False))
+
+    assert _read(_backend.poll_interval_setting) == _read(lambda: load_settings().poll_interval)
+
+
+def test_the_cli_reads_the_poll_interval_from_the_environment_file_as_the_settings_do(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env_file = tmp_path / "triggers.env"
+    env_file.write_text("TRIGGERS_POLL_INTERVAL=7s\n")
+    monkeypatch.setattr(
+        options, "environment", Environment.load({"TRIGGERS_ENV_FILE": str(env_file)})
+    )
+    from_file = _backend.poll_interval_setting()
+    monkeypatch.setenv("TRIGGERS_POLL_INTERVAL", "3s")  # the environment wins over the file
+    monkeypatch.setattr(
+        options,
+        "environment",
+        Environment.load({"TRIGGERS_ENV_FILE": str(env_file), "TRIGGERS_POLL_INTERVAL": "3s"}),
+    )
+
+    assert from_file == timedelta(seconds=7)
+    assert _backend.poll_interval_setting() == load_settings(env_file=env_file).poll_interval
+    assert _backend.poll_interval_setting() == timedelta(seconds=3)
+
+
+def _read(setting: Callable[[], timedelta]) -> object:
+    """The value, or the message and details of the ConfigError raised instead."""
+    try:
+        return setting()
+    except ConfigError as err:
+        return (str(err), err.details)

@@ -26,12 +26,11 @@ def audit_command(as_json: JsonOpt = False) -> None:
     trigger's counters must equal the ledger.
     """
     from triggers.audit import RunFact, audit  # noqa: PLC0415 (only this command needs them)
-    from triggers.cli._backend import open_runtime  # noqa: PLC0415
-    from triggers.store.sql import SqlTriggerStore  # noqa: PLC0415
+    from triggers.cli._backend import open_reads  # noqa: PLC0415
 
-    with errors(as_json), open_runtime() as session:
+    with errors(as_json), open_reads() as reads:
         settings = current_settings()
-        runtime = session.runtime
+        runtime = reads.runs
         runs = [
             RunFact(
                 run_id=run.run_id,
@@ -46,7 +45,7 @@ def audit_command(as_json: JsonOpt = False) -> None:
             for run in runtime.list_runs(limit=10_000_000)
         ]
         report = audit(
-            SqlTriggerStore(session.db),
+            reads.store,
             runs,
             lambda ids: {run_id: info.status for run_id, info in runtime.statuses(ids).items()},
             now=clock.now(),

@@ -11,8 +11,9 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, fields
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, cast
 
 from triggers.cli._app import options
 from triggers.cli._common import clock, quiet_logging
@@ -21,10 +22,12 @@ from triggers.locations import DatabaseLocation, Environment, locate_database
 if TYPE_CHECKING:
     from looms_runtime import Runtime
     from looms_runtime.db import Database
+    from looms_runtime.reads import RunReader
     from triggers.settings import Settings
     from triggers.store.audit_log import Actor
     from triggers.store.sql import SqlTriggerStore
     from triggers.store.sql_audit import SqlAuditLog
+    from triggers.store.sql_reads import SqlTriggerReads
 
 
 def environment() -> Environment:
@@ -55,6 +58,34 @@ def settings(**overrides: Any) -> Settings:
     )
 
 
+def poll_interval_setting() -> timedelta:
+    """`TRIGGERS_POLL_INTERVAL`, read as `settings().poll_interval` reads it (this
+    invocation's environment over the service's environment file, in the grammar of
+    `triggers.durations`, else the scheduler's default), without building every
+    setting: pydantic would cost `status` a third of its start-up.
+
+    Raises:
+        ConfigError: the value is not a duration; the message is `load_settings`'s.
+    """
+    from triggers.durations import parse_duration  # noqa: PLC0415
+    from triggers.errors import ConfigError  # noqa: PLC0415
+    from triggers.scheduler.options import SchedulerOptions  # noqa: PLC0415
+
+    value = environment().values.get(_POLL_INTERVAL)
+    if value is None:
+        [default] = [f.default for f in fields(SchedulerOptions) if f.name == "poll_interval"]
+        return cast("timedelta", default)
+    try:
+        return parse_duration(value)
+    except ValueError as exc:
+        # The words pydantic gives a validator's ValueError, so both readers agree.
+        problems = [f"{_POLL_INTERVAL}: Value error, {exc}"]
+        raise ConfigError("invalid settings: " + "; ".join(problems), problems=problems) from exc
+
+
+_POLL_INTERVAL = "TRIGGERS_POLL_INTERVAL"
+
+
 def actor() -> Actor:
     """Who runs this command, for the audit log: the host, and the OS user (and sudo's)."""
     from triggers.actions import local_actor  # noqa: PLC0415
@@ -79,7 +110,9 @@ class Stores:
 
 @contextmanager
 def open_stores(*, create: bool = False) -> Iterator[Stores]:
-    """The store and audit log; `create` only for `apply`. Raises DatabaseMissingError."""
+    """The store and audit log, to change them; `create` only for `apply`.
+
+    Raises DatabaseMissingError."""
     from triggers.store.database import open_database  # noqa: PLC0415
     from triggers.store.sql import SqlTriggerStore  # noqa: PLC0415
 
@@ -90,11 +123,40 @@ def open_stores(*, create: bool = False) -> Iterator[Stores]:
         db.dispose()
 
 
+@dataclass(slots=True)
+class Reads:
+    """What a command that only looks reads, on one open database: the trigger store's
+    reads, the audit log and the runtime's runs. Each loads its code on first use, and
+    none loads the code that writes (claims, the runtime's engine)."""
+
+    db: Database
+    store: SqlTriggerReads
+
+    @property
+    def audit(self) -> SqlAuditLog:
+        from triggers.store.sql_audit import SqlAuditLog  # noqa: PLC0415
+
+        return SqlAuditLog(self.db)
+
+    @property
+    def runs(self) -> RunReader:
+        """The runtime's runs, read as `Runtime` reads them, without building one."""
+        from looms_runtime.reads import RunReader  # noqa: PLC0415
+
+        return RunReader(self.db)
+
+
 @contextmanager
-def open_store() -> Iterator[SqlTriggerStore]:
-    """The trigger store of an existing database."""
-    with open_stores() as stores:
-        yield stores.store
+def open_reads() -> Iterator[Reads]:
+    """The reads of an existing database. Raises DatabaseMissingError."""
+    from triggers.store.database import open_database  # noqa: PLC0415
+    from triggers.store.sql_reads import SqlTriggerReads  # noqa: PLC0415
+
+    db = open_database(location())
+    try:
+        yield Reads(db=db, store=SqlTriggerReads(db))
+    finally:
+        db.dispose()
 
 
 @dataclass(slots=True)
@@ -107,36 +169,25 @@ class RuntimeSession:
 
 
 @contextmanager
-def open_runtime(*, writes: bool = False) -> Iterator[RuntimeSession]:
-    """The runtime of an existing database, with the audit log beside it.
+def open_runtime() -> Iterator[RuntimeSession]:
+    """The runtime of an existing database, to change its runs (cancel, retry, signal),
+    with the audit log beside it.
 
-    `writes` (cancel, retry, signal) builds it as the daemon does, so whatever the
-    daemon records with a run's changes is recorded for the CLI's too."""
+    It is built as the daemon builds it, so whatever the daemon records with a run's
+    changes is recorded for the CLI's too. Commands that only read runs use
+    `open_reads().runs`."""
+    from triggers.daemon import open_backend  # noqa: PLC0415
     from triggers.store.database import open_database  # noqa: PLC0415
     from triggers.store.sql_audit import SqlAuditLog  # noqa: PLC0415
 
     quiet_logging()
     owner = f"cli:{os.uname().nodename}:{os.getpid()}"
-    db = open_database(location())  # an existing database, or DatabaseMissingError
-    if writes:
-        db.dispose()
-        from triggers.daemon import open_backend  # noqa: PLC0415
-
-        backend = open_backend(settings(), owner=owner, clock=clock)
-        try:
-            yield RuntimeSession(
-                runtime=backend.runtime, audit=SqlAuditLog(backend.db), db=backend.db
-            )
-        finally:
-            backend.close()
-        return
-    from looms_runtime import Runtime  # noqa: PLC0415
-
-    runtime = Runtime(db, owner=owner, clock=clock.now, env_prefix="TRIGGERS_")
+    open_database(location()).dispose()  # an existing database, or DatabaseMissingError
+    backend = open_backend(settings(), owner=owner, clock=clock)
     try:
-        yield RuntimeSession(runtime=runtime, audit=SqlAuditLog(db), db=db)
+        yield RuntimeSession(runtime=backend.runtime, audit=SqlAuditLog(backend.db), db=backend.db)
     finally:
-        db.dispose()
+        backend.close()
 
 
 def open_database_for_upgrade() -> Database:

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from triggers.cli._app import app, options
-from triggers.cli._backend import actor, open_stores
+from triggers.cli._backend import actor, open_reads, open_stores
 from triggers.cli._common import (
     FIRE_HEADERS,
     clock,
@@ -55,8 +55,8 @@ def history(
             now=clock.now(),
             local=options.local,
         )
-        with open_stores() as stores:
-            records = services.history(stores.store, query)
+        with open_reads() as reads:
+            records = services.history(reads.store, query)
         listing(
             records,
             shape,

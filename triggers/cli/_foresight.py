@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from triggers.cli._app import app, options
-from triggers.cli._backend import open_store
+from triggers.cli._backend import open_reads
 from triggers.cli._commands import FileArg, declarations_file
 from triggers.cli._common import (
     FIRE_HEADERS,
@@ -51,20 +51,21 @@ def next_command(
 ) -> None:
     """The next N occurrences the daemon will fire (UTC, local, what DST did to them)."""
     from triggers import services  # noqa: PLC0415
-    from triggers.declarations import load_declarations  # noqa: PLC0415
 
     shape = output_of(as_json, output)
     with errors(shape):
-        quiet_logging()
         now = clock.now()
         trigger: Trigger | None = None
         if config is not None:
+            # Only a file needs the declarations' models (pydantic), not the store.
+            from triggers.declarations import load_declarations  # noqa: PLC0415
+
             declarations: Declarations = load_declarations(config)
             spec = services.find_spec(declarations, trigger_id)
             start = parse_time(after, now=now) if after else now
         else:
-            with open_store() as store:
-                trigger = services.require_trigger(store, trigger_id)
+            with open_reads() as reads:
+                trigger = services.require_trigger(reads.store, trigger_id)
             spec = trigger.spec
             # Occurrences up to the watermark are decided already (in the ledger).
             start = parse_time(after, now=now) if after else max(now, trigger.watermark_at)

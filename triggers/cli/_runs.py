@@ -15,8 +15,8 @@ from typing import Annotated, Any
 import typer
 
 from triggers.cli._app import runs_app
-from triggers.cli._backend import actor, open_runtime
-from triggers.cli._common import clock, errors, output_of, shown
+from triggers.cli._backend import actor, open_reads, open_runtime
+from triggers.cli._common import clock, errors, output_of, quiet_logging, shown
 from triggers.cli._output import JsonOpt, Output, OutputOpt, emit, listing, table
 from triggers.documents import MAX_COUNT, plain, run_json
 from triggers.errors import InputError
@@ -38,8 +38,8 @@ def list_runs(
 ) -> None:
     """The newest runs first."""
     shape = output_of(as_json, output)
-    with errors(shape), open_runtime() as session:
-        runs = session.runtime.list_runs(status=status, limit=limit + 1)
+    with errors(shape), open_reads() as reads:
+        runs = reads.runs.list_runs(status=status, limit=limit + 1)
         listing(runs, shape, limit=limit, to_json=plain, to_table=_runs_table, what="runs")
 
 
@@ -66,9 +66,10 @@ def show(run_id: RunArg, as_json: JsonOpt = False, output: OutputOpt = None) -> 
     """A run: its state, every outstanding step (attempt, status, deadline, error), and the
     stderr tail of a failed step."""
     shape = output_of(as_json, output)
-    with errors(shape), open_runtime() as session:
-        info = session.runtime.inspect_run(run_id)
-        events = session.runtime.get_events(run_id)
+    with errors(shape), open_reads() as reads:
+        quiet_logging()  # folding the run logs a snapshot it cannot use
+        info = reads.runs.inspect_run(run_id)
+        events = reads.runs.get_events(run_id)
         if shape.machine:
             emit(run_json(info, events), shape)
             return
@@ -137,8 +138,8 @@ def logs(
     """The output of a run's steps: each attempt's outcome and the bounded tails of its
     stdout and stderr, oldest first."""
     shape = output_of(as_json, output)
-    with errors(shape), open_runtime() as session:
-        attempts = attempt_outputs(session.runtime.get_events(run_id))
+    with errors(shape), open_reads() as reads:
+        attempts = attempt_outputs(reads.runs.get_events(run_id))
         if step is not None:
             attempts = step_attempts(attempts, step, run_id=run_id)
         if shape.machine:
@@ -183,8 +184,8 @@ def events(
 ) -> None:
     """A run's event log, oldest first."""
     shape = output_of(as_json, output)
-    with errors(shape), open_runtime() as session:
-        found = session.runtime.get_events(run_id, from_seq=from_seq, limit=limit)
+    with errors(shape), open_reads() as reads:
+        found = reads.runs.get_events(run_id, from_seq=from_seq, limit=limit)
         if shape.machine:
             emit([plain(event) for event in found], shape)
             return
@@ -215,7 +216,7 @@ def cancel(
     from triggers import actions  # noqa: PLC0415
 
     shape = output_of(as_json, output)
-    with errors(shape), open_runtime(writes=True) as session:
+    with errors(shape), open_runtime() as session:
         status = actions.cancel(
             session.runtime, session.audit, run_id, reason=reason, actor=actor(), now=clock.now()
         )
@@ -234,7 +235,7 @@ def retry(
     from triggers import actions  # noqa: PLC0415
 
     shape = output_of(as_json, output)
-    with errors(shape), open_runtime(writes=True) as session:
+    with errors(shape), open_runtime() as session:
         status = actions.retry(
             session.runtime,
             session.audit,
@@ -268,7 +269,7 @@ def signal(
             value = json.loads(payload) if payload is not None else None
         except json.JSONDecodeError as exc:
             raise InputError(f"--payload is not JSON: {exc}") from exc
-        with open_runtime(writes=True) as session:
+        with open_runtime() as session:
             status = actions.signal(
                 session.runtime,
                 session.audit,

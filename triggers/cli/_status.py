@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from triggers.cli._app import app, options
-from triggers.cli._backend import location, open_runtime, open_stores, settings
+from triggers.cli._backend import location, open_reads, poll_interval_setting
 from triggers.cli._common import clock, errors, opt_iso, output_of, shown
 from triggers.cli._output import JsonOpt, OutputOpt, emit, listing, table
 from triggers.clock import iso
@@ -30,17 +30,16 @@ def status(as_json: JsonOpt = False, output: OutputOpt = None) -> None:
     Exit 0 when healthy; 3 when no daemon is alive or a run waits for an operator."""
     from triggers import __version__  # noqa: PLC0415
     from triggers.inspection import status_report  # noqa: PLC0415
-    from triggers.store.sql import SqlTriggerStore  # noqa: PLC0415
 
     shape = output_of(as_json, output)
     with errors(shape):
-        found, config = location(), settings()
-        with open_runtime() as session:
+        found, poll_interval = location(), poll_interval_setting()
+        with open_reads() as reads:
             report = status_report(
-                SqlTriggerStore(session.db),
+                reads.store,
                 now=clock.now(),
-                poll_interval=config.poll_interval,
-                parked_runs=session.runtime.list_runs(status="parked", limit=1000),
+                poll_interval=poll_interval,
+                parked_runs=reads.runs.list_runs(status="parked", limit=1000),
             )
         document = _status_json(report) | {
             "version": __version__,
@@ -154,8 +153,8 @@ def audit_log(
             now=clock.now(),
             local=options.local,
         )
-        with open_stores() as stores:
-            entries = stores.audit.entries(query)
+        with open_reads() as reads:
+            entries = reads.audit.entries(query)
         listing(
             entries, shape, limit=limit, to_json=entry_json, to_table=_audit_table, what="actions"
         )

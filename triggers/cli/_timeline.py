@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from triggers.cli._app import app, options
-from triggers.cli._backend import open_runtime, open_stores, settings
+from triggers.cli._backend import open_reads, poll_interval_setting
 from triggers.cli._common import clock, errors, output_of, when
 from triggers.cli._output import JsonOpt, Output, emit
 from triggers.clock import iso
@@ -75,10 +75,10 @@ def timeline(
             check_destination(picture)  # a typo fails before any work
         now = clock.now()
         since_at, until_at = _window(since, until, now=now)
-        poll_interval = settings().poll_interval
-        with open_stores() as stores:
+        poll_interval = poll_interval_setting()
+        with open_reads() as reads:
             report = inspection.timeline_report(
-                stores.store,
+                reads.store,
                 trigger_ids=trigger_ids or [],
                 since=since_at,
                 until=until_at,
@@ -134,9 +134,10 @@ def _branches(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[Branch]]:
     if not run_ids:
         return {}
     found: dict[str, list[Branch]] = {}
-    with open_runtime() as session:
+    with open_reads() as reads:
+        runs = reads.runs
         for run_id in run_ids:
-            events = session.runtime.get_events(run_id)
+            events = runs.get_events(run_id)
             steps = step_states(attempt_outputs(events), events)
             if len(steps) > 1:
                 found[run_id] = [

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from triggers.cli._app import app
-from triggers.cli._backend import actor, open_stores
+from triggers.cli._backend import actor, open_reads, open_stores
 from triggers.cli._common import (
     FIRE_HEADERS,
     clock,
@@ -34,8 +34,8 @@ def list_command(as_json: JsonOpt = False, output: OutputOpt = None) -> None:
     from triggers import services  # noqa: PLC0415
 
     shape = output_of(as_json, output)
-    with errors(shape), open_stores() as stores:
-        found = services.list_triggers(stores.store, now=clock.now())
+    with errors(shape), open_reads() as reads:
+        found = services.list_triggers(reads.store, now=clock.now())
         rows = [trigger_json(view) for view in found]
         if shape.machine:
             emit(rows, shape)
@@ -78,9 +78,9 @@ def describe(
     from triggers.inspection import describe_trigger  # noqa: PLC0415
 
     shape = output_of(as_json, output)
-    with errors(shape), open_stores() as stores:
+    with errors(shape), open_reads() as reads:
         found = describe_trigger(
-            stores.store, stores.audit, trigger_id, now=clock.now(), fires=fires, upcoming=upcoming
+            reads.store, reads.audit, trigger_id, now=clock.now(), fires=fires, upcoming=upcoming
         )
         if shape.machine:
             emit(describe_json(found), shape)

@@ -224,28 +224,14 @@ TriggerRow = Trigger | StoreError
 """A listed trigger, or the error that decoding its row raised (isolated per row)."""
 
 
-class TriggerStore(Protocol):
-    """Durable triggers, claims and the fire ledger.
+class TriggerReads(Protocol):
+    """What a store answers without writing: the queries of `list`, `history`,
+    `status`, `describe` and `next`, and the daemon's reads.
 
-    Every method that writes takes `now=`: the store never reads a clock.
-    Database faults surface as `triggers` errors only, from every method:
-    StoreUnavailableError when the database cannot serve (unreachable, locked, no
-    pooled connection free in time), SchemaBehindError when a table or column is
-    missing, DuplicateOccurrenceError when the ledger already holds an occurrence
-    being written, and StoreError for anything else the database refuses.
+    A read-only implementation (`SqlTriggerReads`) needs no more than this, so a
+    command that only reads loads none of the code that claims and records.
+    Database faults surface as `triggers` errors only, as `TriggerStore` says.
     """
-
-    def apply(
-        self, specs: Sequence[TriggerSpec], *, now: datetime, source_digest: str | None = None
-    ) -> ApplyResult:
-        """Upsert every declaration and retire stored triggers missing from `specs`.
-
-        A changed declaration bumps its revision; an unchanged one does not; a new
-        trigger's watermark starts at `now` (it owes nothing from before). Pause
-        state survives. A retired trigger that reappears is revived. `source_digest`
-        (of the file the specs came from) is kept, in the same transaction, for
-        `applied_digest`."""
-        ...
 
     def applied_digest(self) -> str | None:
         """The digest of the declarations file last applied (see `apply`), or None."""
@@ -272,6 +258,63 @@ class TriggerStore(Protocol):
 
     def get_trigger(self, trigger_id: str) -> Trigger | None:
         """One trigger, or None."""
+        ...
+
+    def active_runs(self) -> list[ActiveRun]:
+        """Ledger rows in `launched` state, for the monitor to re-attach to."""
+        ...
+
+    def history(self, query: HistoryQuery) -> list[FireRecord]:
+        """Ledger rows, newest occurrence first."""
+        ...
+
+    def last_records(self) -> dict[str, FireRecord]:
+        """The ledger row of each trigger's newest occurrence (a range by its last)."""
+        ...
+
+    def last_settled(self) -> dict[str, dict[str, datetime]]:
+        """For `completed` and `failed`: each trigger's latest `settled_at` of that outcome."""
+        ...
+
+    def downtime(self, *, since: datetime, until: datetime) -> list[RecordedDowntime]:
+        """Recorded downtime that overlaps `since`..`until`, oldest first."""
+        ...
+
+    def watermarks(self, trigger_ids: Collection[str]) -> dict[str, datetime]:
+        """The stored watermark of each of `trigger_ids` that exists (no decoding: a
+        daemon checks cheaply whether another one decided an occurrence)."""
+        ...
+
+    def heartbeats(self) -> list[Heartbeat]:
+        """Every daemon's latest heartbeat."""
+        ...
+
+    def occurrence_counts(self) -> dict[str, int]:
+        """Occurrences by outcome (a range row counts each of its occurrences)."""
+        ...
+
+
+class TriggerStore(TriggerReads, Protocol):
+    """Durable triggers, claims and the fire ledger: the reads, and every write.
+
+    Every method that writes takes `now=`: the store never reads a clock.
+    Database faults surface as `triggers` errors only, from every method:
+    StoreUnavailableError when the database cannot serve (unreachable, locked, no
+    pooled connection free in time), SchemaBehindError when a table or column is
+    missing, DuplicateOccurrenceError when the ledger already holds an occurrence
+    being written, and StoreError for anything else the database refuses.
+    """
+
+    def apply(
+        self, specs: Sequence[TriggerSpec], *, now: datetime, source_digest: str | None = None
+    ) -> ApplyResult:
+        """Upsert every declaration and retire stored triggers missing from `specs`.
+
+        A changed declaration bumps its revision; an unchanged one does not; a new
+        trigger's watermark starts at `now` (it owes nothing from before). Pause
+        state survives. A retired trigger that reappears is revived. `source_digest`
+        (of the file the specs came from) is kept, in the same transaction, for
+        `applied_digest`."""
         ...
 
     def set_paused(
@@ -389,22 +432,6 @@ class TriggerStore(Protocol):
         None opens one."""
         ...
 
-    def active_runs(self) -> list[ActiveRun]:
-        """Ledger rows in `launched` state, for the monitor to re-attach to."""
-        ...
-
-    def history(self, query: HistoryQuery) -> list[FireRecord]:
-        """Ledger rows, newest occurrence first."""
-        ...
-
-    def last_records(self) -> dict[str, FireRecord]:
-        """The ledger row of each trigger's newest occurrence (a range by its last)."""
-        ...
-
-    def last_settled(self) -> dict[str, dict[str, datetime]]:
-        """For `completed` and `failed`: each trigger's latest `settled_at` of that outcome."""
-        ...
-
     def heartbeat(self, beat: Heartbeat, *, down_after: timedelta | None = None) -> None:
         """Record a daemon's liveness.
 
@@ -416,21 +443,8 @@ class TriggerStore(Protocol):
         nothing is recorded (there is nothing to measure from)."""
         ...
 
-    def downtime(self, *, since: datetime, until: datetime) -> list[RecordedDowntime]:
-        """Recorded downtime that overlaps `since`..`until`, oldest first."""
-        ...
-
     def prune_downtime(self, *, older_than: datetime) -> int:
         """Delete recorded downtime that ended before `older_than`."""
-        ...
-
-    def watermarks(self, trigger_ids: Collection[str]) -> dict[str, datetime]:
-        """The stored watermark of each of `trigger_ids` that exists (no decoding: a
-        daemon checks cheaply whether another one decided an occurrence)."""
-        ...
-
-    def heartbeats(self) -> list[Heartbeat]:
-        """Every daemon's latest heartbeat."""
         ...
 
     def prune(self, *, older_than: datetime, limit: int = 10_000) -> int:

@@ -1,0 +1,191 @@
+"""The reads of the SQL trigger store: every query of `TriggerReads`, and nothing that
+claims, records or decides.
+
+`SqlTriggerStore` adds the writes to these. A command that only reads (`list`,
+`history`, `status`, `describe`, `next`) opens this class, so it loads none of the
+claim, apply and settlement code, and its queries are the store's own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from looms_runtime.db import Database
+from triggers.errors import StoreError
+from triggers.model import FireRecord, Outcome, Trigger
+from triggers.store import _codec
+from triggers.store._downtime import read_downtime
+from triggers.store._driver_errors import translated
+from triggers.store._settlements import last_settled
+from triggers.store._shared import chunks, read_triggers, select_triggers
+from triggers.store.protocol import ActiveRun, Heartbeat, HistoryQuery, RecordedDowntime
+from triggers.store.schema import fires, heartbeats, meta, triggers
+
+APPLIED_DIGEST = "applied_declarations_digest"
+"""The `meta` key of the digest of the declarations file last applied."""
+_IN_CHUNK = 500  # ids per IN list: well under SQLite's bound on variables
+
+
+class SqlTriggerReads:
+    """`TriggerReads` on a `Database` (see `triggers.store.protocol` for the contract)."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def applied_digest(self) -> str | None:
+        with self._read() as conn:
+            value = conn.execute(
+                sa.select(meta.c.value).where(meta.c.key == APPLIED_DIGEST)
+            ).scalar()
+        return value or None
+
+    def list_triggers(
+        self,
+        *,
+        changed_since: datetime | None = None,
+        ids: Sequence[str] | None = None,
+        after_id: str | None = None,
+        limit: int | None = None,
+    ) -> list[Trigger | StoreError]:
+        statement = select_triggers()
+        if changed_since is None:
+            statement = statement.order_by(triggers.c.id)
+        else:
+            # Sorted here, not in SQL: asked for an order by id, SQLite would walk every
+            # row in id order rather than the few that the updated_at index finds.
+            statement = statement.where(triggers.c.updated_at >= changed_since)
+        if after_id is not None:
+            statement = statement.where(triggers.c.id > after_id)
+        if limit is not None:
+            statement = statement.limit(limit)
+        with self._read() as conn:
+            if ids is None:
+                found = read_triggers(conn, statement)
+            else:
+                found = {}
+                for part in chunks(sorted(ids)):
+                    found.update(read_triggers(conn, statement.where(triggers.c.id.in_(part))))
+        if changed_since is not None:
+            return [found[trigger_id] for trigger_id in sorted(found)]
+        return list(found.values())
+
+    def declared_digests(self) -> dict[str, tuple[str, bool]]:
+        with self._read() as conn:
+            rows = conn.execute(sa.select(triggers.c.id, triggers.c.digest, triggers.c.retired))
+            return {row.id: (row.digest, bool(row.retired)) for row in rows}
+
+    def get_trigger(self, trigger_id: str) -> Trigger | None:
+        with self._read() as conn:
+            found = read_triggers(conn, select_triggers().where(triggers.c.id == trigger_id))
+        trigger = found.get(trigger_id)
+        if isinstance(trigger, StoreError):
+            raise trigger
+        return trigger
+
+    def active_runs(self) -> list[ActiveRun]:
+        with self._read() as conn:
+            rows = conn.execute(
+                sa.select(
+                    fires.c.trigger_id, fires.c.occurrence_at, fires.c.manual_key, fires.c.run_id
+                ).where(fires.c.outcome == Outcome.LAUNCHED.value)
+            ).all()
+        return [
+            ActiveRun(
+                trigger_id=r.trigger_id,
+                occurrence_at=r.occurrence_at,
+                manual_key=r.manual_key,
+                run_id=r.run_id,
+            )
+            for r in rows
+        ]
+
+    def history(self, query: HistoryQuery) -> list[FireRecord]:
+        statement = sa.select(fires)
+        if query.trigger_id is not None:
+            statement = statement.where(fires.c.trigger_id == query.trigger_id)
+        if query.outcomes:
+            statement = statement.where(
+                fires.c.outcome.in_(sorted(o.value for o in query.outcomes))
+            )
+        if query.since is not None:
+            statement = statement.where(
+                sa.func.coalesce(fires.c.last_occurrence_at, fires.c.occurrence_at) >= query.since
+            )
+        if query.until is not None:
+            statement = statement.where(fires.c.occurrence_at <= query.until)
+        if not query.include_manual:
+            statement = statement.where(fires.c.manual_key == "")
+        statement = statement.order_by(fires.c.occurrence_at.desc(), fires.c.id.desc())
+        statement = statement.limit(query.limit)
+        with self._read() as conn:
+            rows = conn.execute(statement).mappings().all()
+        return [_codec.fire_from_row(row) for row in rows]
+
+    def last_records(self) -> dict[str, FireRecord]:
+        # By occurrence, not by insertion: a backfill inserts rows for old occurrences.
+        ranked = sa.select(
+            fires.c.id,
+            sa.func.row_number()
+            .over(
+                partition_by=fires.c.trigger_id,
+                order_by=(
+                    sa.func.coalesce(fires.c.last_occurrence_at, fires.c.occurrence_at).desc(),
+                    fires.c.id.desc(),
+                ),
+            )
+            .label("rank"),
+        ).subquery()
+        newest = sa.select(ranked.c.id).where(ranked.c.rank == 1)
+        with self._read() as conn:
+            rows = conn.execute(sa.select(fires).where(fires.c.id.in_(newest))).mappings().all()
+        return {row["trigger_id"]: _codec.fire_from_row(row) for row in rows}
+
+    def last_settled(self) -> dict[str, dict[str, datetime]]:
+        with self._read() as conn:
+            return last_settled(conn)
+
+    def downtime(self, *, since: datetime, until: datetime) -> list[RecordedDowntime]:
+        with self._read() as conn:
+            return read_downtime(conn, since=since, until=until)
+
+    def watermarks(self, trigger_ids: Collection[str]) -> dict[str, datetime]:
+        found: dict[str, datetime] = {}
+        ids = list(trigger_ids)
+        with self._read() as conn:
+            for start in range(0, len(ids), _IN_CHUNK):
+                chunk = ids[start : start + _IN_CHUNK]
+                statement = sa.select(triggers.c.id, triggers.c.watermark_at).where(
+                    triggers.c.id.in_(chunk)
+                )
+                found.update({row.id: row.watermark_at for row in conn.execute(statement)})
+        return found
+
+    def heartbeats(self) -> list[Heartbeat]:
+        with self._read() as conn:
+            rows = (
+                conn.execute(sa.select(heartbeats).order_by(heartbeats.c.last_tick_at.desc()))
+                .mappings()
+                .all()
+            )
+        return [_codec.heartbeat_from_row(row) for row in rows]
+
+    def occurrence_counts(self) -> dict[str, int]:
+        """Occurrences by outcome (a range row counts each of its occurrences), for `status`."""
+        with self._read() as conn:
+            rows = conn.execute(
+                sa.select(fires.c.outcome, sa.func.sum(fires.c.count)).group_by(fires.c.outcome)
+            ).all()
+        return {row[0]: int(row[1]) for row in rows}
+
+    @contextmanager
+    def _read(self) -> Iterator[Connection]:
+        with translated(), self._db.read() as conn:
+            yield conn
+
+
+__all__ = ["APPLIED_DIGEST", "SqlTriggerReads"]
