@@ -26,7 +26,10 @@ install: $(BIN)/triggers
 
 install-test: $(VENV)/.test-deps
 
+# Bytecode compiled as an installed wheel has it, also where PYTHONDONTWRITEBYTECODE
+# is set: each CLI call then starts without compiling the project's modules.
 run: install
+	$(BIN)/python -m compileall -q triggers looms_runtime
 	$(BIN)/triggers run --config $(CONFIG)
 
 lint: install-test

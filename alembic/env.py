@@ -17,6 +17,8 @@ target_metadata = [store_schema.metadata, looms_schema.metadata]
 
 
 def _run(connection: Connection) -> None:
+    if connection.dialect.name == "postgresql":
+        looms_schema.for_postgresql()
     context.configure(
         connection=connection,
         target_metadata=target_metadata,

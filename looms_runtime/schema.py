@@ -16,7 +16,6 @@ from __future__ import annotations
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects.postgresql import JSONB
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
@@ -28,7 +27,41 @@ NAMING_CONVENTION = {
 
 metadata = sa.MetaData(naming_convention=NAMING_CONVENTION)
 
-Json: Any = sa.JSON().with_variant(JSONB(), "postgresql")
+
+class _Json(sa.types.TypeDecorator[Any]):
+    """JSON, stored as JSONB on PostgreSQL.
+
+    A decorator rather than `with_variant(JSONB())`: the PostgreSQL dialect is imported
+    only when a PostgreSQL database is used, not by every command on SQLite."""
+
+    impl = sa.JSON
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: sa.Dialect) -> sa.types.TypeEngine[Any]:
+        if dialect.name == "postgresql":
+            from sqlalchemy.dialects.postgresql import JSONB  # noqa: PLC0415
+
+            return dialect.type_descriptor(JSONB())
+        return dialect.type_descriptor(sa.JSON())
+
+
+Json: Any = _Json()
+
+_PARTIAL: list[tuple[sa.Index, sa.ColumnElement[bool]]] = []
+
+
+def _partial(name: str, column: sa.Column[Any], where: sa.ColumnElement[bool]) -> None:
+    """A partial index; its PostgreSQL condition is given by `for_postgresql`, since
+    naming it here would load the PostgreSQL dialect into every process on SQLite."""
+    _PARTIAL.append((sa.Index(name, column, sqlite_where=where), where))
+
+
+def for_postgresql() -> None:
+    """Complete the tables for PostgreSQL (the partial indexes' conditions): call it
+    before `metadata.create_all` on PostgreSQL or comparing the tables with one."""
+    for index, where in _PARTIAL:
+        index.dialect_kwargs["postgresql_where"] = where
+
 
 RUN_STATUSES = ("active", "parked", "completed", "failed", "cancelled")
 UNSETTLED = ("active", "parked")
@@ -76,33 +109,13 @@ runs = sa.Table(
 )
 _unsettled = runs.c.status.in_(UNSETTLED)
 sa.Index("ix_looms_runs_status_created_at", runs.c.status, runs.c.created_at)
-sa.Index(
-    "ix_looms_runs_lease_owner_unsettled",
-    runs.c.lease_owner,
-    sqlite_where=_unsettled,
-    postgresql_where=_unsettled,
-)
+_partial("ix_looms_runs_lease_owner_unsettled", runs.c.lease_owner, _unsettled)
 _purgeable = sa.and_(runs.c.settled_at.is_not(None), runs.c.purged_at.is_(None))
-sa.Index(
-    "ix_looms_runs_settled_at_purgeable",
-    runs.c.settled_at,
-    sqlite_where=_purgeable,
-    postgresql_where=_purgeable,
-)
+_partial("ix_looms_runs_settled_at_purgeable", runs.c.settled_at, _purgeable)
 _purged = runs.c.purged_at.is_not(None)
-sa.Index(
-    "ix_looms_runs_purged_at_purged",
-    runs.c.purged_at,
-    sqlite_where=_purged,
-    postgresql_where=_purged,
-)
+_partial("ix_looms_runs_purged_at_purged", runs.c.purged_at, _purged)
 _waking = sa.and_(runs.c.status == "active", runs.c.next_wake_at.is_not(None))
-sa.Index(
-    "ix_looms_runs_next_wake_at_active",
-    runs.c.next_wake_at,
-    sqlite_where=_waking,
-    postgresql_where=_waking,
-)
+_partial("ix_looms_runs_next_wake_at_active", runs.c.next_wake_at, _waking)
 
 events = sa.Table(
     "looms_events",
@@ -146,12 +159,7 @@ inbox = sa.Table(
     sa.CheckConstraint("kind IN ('cancel', 'signal', 'retry')", name="kind"),
 )
 _pending = inbox.c.consumed_seq.is_(None)
-sa.Index(
-    "ix_looms_inbox_created_at_pending",
-    inbox.c.created_at,
-    sqlite_where=_pending,
-    postgresql_where=_pending,
-)
+_partial("ix_looms_inbox_created_at_pending", inbox.c.created_at, _pending)
 
 owners = sa.Table(
     "looms_owners",

@@ -58,6 +58,7 @@ def temporary_postgres_database(server_url: str, *, create_tables: bool = True) 
         url = server.set(database=name).render_as_string(hide_password=False)
         if create_tables:
             engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
+            schema.for_postgresql()
             schema.metadata.create_all(engine)
             engine.dispose()
         yield url

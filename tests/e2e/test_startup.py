@@ -63,9 +63,11 @@ def heavy(modules: set[str]) -> set[str]:
 
 
 # What a command that only reads never needs: the runtime's engine (its workers,
-# effects and planner), the store's writes, the settings model, migrations, logging.
+# effects and planner), the store's writes, the settings model, migrations, logging,
+# and on SQLite (the fixture's database) the PostgreSQL dialect.
 NOT_FOR_READS = (
     "alembic",
+    "sqlalchemy.dialects.postgresql",
     "looms_runtime._effects",
     "looms_runtime._engine",
     "looms_runtime._history.planner",
