@@ -80,28 +80,33 @@ class MemoryClaimBatch:
     def run(self, apply_splits: Callable[[], None]) -> list[ClaimResult]:
         """Decide and record every request; `apply_splits` carves the splits first."""
         tables = self._tables
-        stored = {
-            trigger_id: tables.triggers[trigger_id].snapshot()
-            for trigger_id in sorted({r.trigger_id for r in self._requests})
-            if trigger_id in tables.triggers
-        }
-        apply_splits()
-        existing, existing_keys = self._existing()
-        covered = self._covered()
+        requests = self._requests
+        rows = tables.triggers
+        stored: dict[str, Trigger] = {}
+        for trigger_id in sorted({r.trigger_id for r in requests}):
+            row = rows.get(trigger_id)
+            if row is not None:
+                stored[trigger_id] = row.snapshot()
+        if self._splits:
+            apply_splits()
+        # A tick's batch holds scheduled occurrences only: no operator's request to
+        # look up in the ledger, no backfill a range row may cover.
+        operators = any(r.kind != "scheduled" for r in requests)
+        existing, existing_keys = self._existing() if operators else (set(), set())
+        covered = self._covered() if operators else set()
         active = self._active_runs(stored)
         superseding = any(
             request.trigger_id in stored
             and _overlap(request, stored[request.trigger_id]) is Overlap.SUPERSEDE
-            for request in self._requests
+            for request in requests
         )
         newest = self._newest_superseding(stored, existing, covered) if superseding else {}
         decided: list[_Decided] = []
         results: list[ClaimResult | None] = []
-        for index, request in enumerate(self._requests):
+        for index, request in enumerate(requests):
             trigger = stored.get(request.trigger_id)
-            refused = self._check(request, trigger)
-            if refused is not None or trigger is None:
-                results.append(refused)
+            if trigger is None or trigger.revision != request.expected_revision:
+                results.append(self._check(request, trigger))
                 continue
             results.append(None)
             key = idempotency_key(request.trigger_id, request.occurrence_at, request.manual_key)
@@ -111,7 +116,7 @@ class MemoryClaimBatch:
                 self._advance(request)
                 decided.append(_Decided(request, key, Action.DUPLICATE))
                 continue
-            if (request.trigger_id, request.occurrence_at) in covered:
+            if covered and (request.trigger_id, request.occurrence_at) in covered:
                 decided.append(_Decided(request, key, Action.DUPLICATE))
                 continue
             if request.kind == "backfill" and request.occurrence_at > trigger.watermark_at:
@@ -119,15 +124,18 @@ class MemoryClaimBatch:
                 continue
             existing.add(identity)
             existing_keys.add(key)
-            replaced = newest.get(trigger.id, index) > index and _overlap(request, trigger) is (
-                Overlap.SUPERSEDE
+            replaced = (
+                superseding
+                and newest.get(trigger.id, index) > index
+                and _overlap(request, trigger) is Overlap.SUPERSEDE
             )
             item = self._decide(trigger, request, key, active, replaced=replaced)
             if item.action is not Action.IGNORED:
                 self._advance(request)
                 item.row = self._row(trigger, item)
             decided.append(item)
-        self._check_carved(decided)
+        if self._splits:
+            self._check_carved(decided)
         self._launch(decided, stored)
         self._write(decided, stored)
         return self._finish(results, decided, stored)
@@ -246,8 +254,13 @@ class MemoryClaimBatch:
         *,
         replaced: bool,
     ) -> _Decided:
-        counters = self._counters.setdefault(trigger.id, Counters.of(trigger))
-        runs = active.setdefault(trigger.id, [])
+        trigger_id = request.trigger_id
+        counters = self._counters.get(trigger_id)
+        if counters is None:
+            counters = self._counters[trigger_id] = Counters.of(trigger)
+        runs = active.get(trigger_id)
+        if runs is None:
+            runs = active[trigger_id] = []
         has_run = bool(runs) and all(run_id is not None for run_id in runs)
         decision: Decision = decide(
             trigger, counters, request, active_has_run=has_run, replaced=replaced

@@ -173,7 +173,9 @@ class MemoryTriggerStore:
     ) -> list[ClaimResult]:
         if not requests:
             return []
-        with self._transaction(undo=bool(splits)):
+        # Without splits nothing is written before every request is decided and the
+        # runs have answered (`MemoryClaimBatch`): the lock alone makes it one transaction.
+        with self._undoable() if splits else self._lock:
             batch = MemoryClaimBatch(
                 self._tables,
                 requests,
@@ -392,15 +394,14 @@ class MemoryTriggerStore:
     # -- plumbing ---------------------------------------------------------------------
 
     @contextmanager
-    def _transaction(self, *, undo: bool) -> Iterator[None]:
-        """One transaction; with `undo`, one that may fail part-way and is rolled back."""
+    def _undoable(self) -> Iterator[None]:
+        """One transaction that may fail part-way, and is then rolled back."""
         with self._lock:
-            saved = self._tables.copy() if undo else None
+            saved = self._tables.copy()
             try:
                 yield
             except BaseException:
-                if saved is not None:
-                    self._tables = saved
+                self._tables = saved
                 raise
 
     def _row_of(self, claim: Claim) -> FireRow | None:
