@@ -104,14 +104,15 @@ class MemoryClaimBatch:
         decided: list[_Decided] = []
         results: list[ClaimResult | None] = []
         for index, request in enumerate(requests):
-            trigger = stored.get(request.trigger_id)
+            trigger_id = request.trigger_id
+            trigger = stored.get(trigger_id)
             if trigger is None or trigger.revision != request.expected_revision:
                 results.append(self._check(request, trigger))
                 continue
             results.append(None)
-            key = idempotency_key(request.trigger_id, request.occurrence_at, request.manual_key)
-            identity = (request.trigger_id, request.occurrence_at, request.manual_key)
-            seen = identity in existing or key in existing_keys
+            key = idempotency_key(trigger_id, request.occurrence_at, request.manual_key)
+            identity = (trigger_id, request.occurrence_at, request.manual_key)
+            seen = key in existing_keys or identity in existing
             if seen or self._decided_before(request, trigger):
                 self._advance(request)
                 decided.append(_Decided(request, key, Action.DUPLICATE))
@@ -126,7 +127,7 @@ class MemoryClaimBatch:
             existing_keys.add(key)
             replaced = (
                 superseding
-                and newest.get(trigger.id, index) > index
+                and newest.get(trigger_id, index) > index
                 and _overlap(request, trigger) is Overlap.SUPERSEDE
             )
             item = self._decide(trigger, request, key, active, replaced=replaced)
@@ -285,7 +286,7 @@ class MemoryClaimBatch:
         outcome = _OUTCOMES[item.action]
         request = item.request
         return FireRow(
-            trigger_id=trigger.id,
+            trigger_id=request.trigger_id,
             occurrence_at=cut(request.occurrence_at),
             manual_key=request.manual_key,
             idempotency_key=item.key,
@@ -361,30 +362,34 @@ class MemoryClaimBatch:
         tables.check_insertable(rows)
         for row in rows:
             tables.insert(row, checked=True)
-        for trigger_id in sorted(set(self._counters) | set(self._watermarks)):
+        all_counters, watermarks = self._counters, self._watermarks
+        for trigger_id in sorted(all_counters.keys() | watermarks.keys()):
             trigger = stored[trigger_id]
-            counters = self._counters.get(trigger_id) or Counters.of(trigger)
+            counters = all_counters.get(trigger_id) or Counters.of(trigger)
             target = tables.triggers[trigger_id]
             target.active_count = counters.active_count
             target.buffered_count = counters.buffered_count
             target.runs_launched = counters.runs_launched
-            target.watermark_at = cut(max(trigger.watermark_at, self._watermark(trigger)))
+            watermark = watermarks.get(trigger_id)
+            if watermark is None or watermark < trigger.watermark_at:
+                watermark = trigger.watermark_at
+            target.watermark_at = cut(watermark)
             target.open_range_id = None
             target.updated_at = self._now
-
-    def _watermark(self, trigger: Trigger) -> datetime:
-        return self._watermarks.get(trigger.id, trigger.watermark_at)
 
     def _finish(
         self, results: list[ClaimResult | None], decided: list[_Decided], stored: dict[str, Trigger]
     ) -> list[ClaimResult]:
         snapshots: dict[str, Trigger] = {}
+        all_counters, watermarks = self._counters, self._watermarks
         for trigger_id, trigger in stored.items():
-            counters = self._counters.get(trigger_id)
-            watermark = self._watermarks.get(trigger_id)
-            if counters is None and (watermark is None or watermark <= trigger.watermark_at):
-                snapshots[trigger_id] = trigger
-                continue
+            counters = all_counters.get(trigger_id)
+            watermark = watermarks.get(trigger_id)
+            if watermark is None or watermark <= trigger.watermark_at:
+                if counters is None:
+                    snapshots[trigger_id] = trigger
+                    continue
+                watermark = trigger.watermark_at
             counters = counters or Counters.of(trigger)
             # As `dataclasses.replace` would, at a fraction of its cost (every claim).
             snapshots[trigger_id] = Trigger(
@@ -394,7 +399,7 @@ class MemoryClaimBatch:
                 pause_note=trigger.pause_note,
                 paused_at=trigger.paused_at,
                 retired=trigger.retired,
-                watermark_at=max(trigger.watermark_at, self._watermark(trigger)),
+                watermark_at=watermark,
                 active_count=counters.active_count,
                 buffered_count=counters.buffered_count,
                 runs_launched=counters.runs_launched,
