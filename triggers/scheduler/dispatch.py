@@ -129,7 +129,7 @@ class Dispatcher:
                 ClaimRequest(trigger_id=trigger_id, occurrence_at=at, expected_revision=revision)
                 for at in plan.dispatch
             ]
-        stale = self.record_ranges(ranges, report)
+        stale = self.record_ranges(ranges, report) if ranges else set()
         if stale:
             requests = [r for r in requests if r.trigger_id not in stale]
         if requests:
@@ -276,7 +276,7 @@ class Dispatcher:
     ) -> None:
         """Put a dispatched entry back on the heap: due at its next occurrence, or again
         shortly when its plan failed or went stale."""
-        if entry.trigger.id in stale or plan is None:
+        if plan is None or entry.trigger.spec.id in stale:
             if entry.due_at is None:
                 self._timetable.reschedule(entry, at=self._clock.now() + _RETRY_AFTER)
             return

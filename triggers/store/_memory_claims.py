@@ -79,27 +79,14 @@ class MemoryClaimBatch:
 
     def run(self, apply_splits: Callable[[], None]) -> list[ClaimResult]:
         """Decide and record every request; `apply_splits` carves the splits first."""
-        tables = self._tables
         requests = self._requests
-        rows = tables.triggers
-        stored: dict[str, Trigger] = {}
-        for trigger_id in sorted({r.trigger_id for r in requests}):
-            row = rows.get(trigger_id)
-            if row is not None:
-                stored[trigger_id] = row.snapshot()
+        stored = self._snapshots()
         if self._splits:
             apply_splits()
-        # A tick's batch holds scheduled occurrences only: no operator's request to
-        # look up in the ledger, no backfill a range row may cover.
-        operators = any(r.kind != "scheduled" for r in requests)
+        operators, superseding = self._kinds(stored)
         existing, existing_keys = self._existing() if operators else (set(), set())
         covered = self._covered() if operators else set()
-        active = self._active_runs(stored)
-        superseding = any(
-            request.trigger_id in stored
-            and _overlap(request, stored[request.trigger_id]) is Overlap.SUPERSEDE
-            for request in requests
-        )
+        active = self._active_runs(stored) if superseding else {}
         newest = self._newest_superseding(stored, existing, covered) if superseding else {}
         decided: list[_Decided] = []
         results: list[ClaimResult | None] = []
@@ -140,6 +127,29 @@ class MemoryClaimBatch:
         self._launch(decided, stored)
         self._write(decided, stored)
         return self._finish(results, decided, stored)
+
+    def _snapshots(self) -> dict[str, Trigger]:
+        """The requests' triggers as this transaction reads them, in id order."""
+        requests, rows = self._requests, self._tables.triggers
+        ids = (
+            [requests[0].trigger_id]
+            if len(requests) == 1
+            else sorted({r.trigger_id for r in requests})
+        )
+        return {i: rows[i].snapshot() for i in ids if i in rows}
+
+    def _kinds(self, stored: dict[str, Trigger]) -> tuple[bool, bool]:
+        """Whether any request is an operator's, and whether any is under `supersede`.
+
+        A tick's batch usually holds neither: no operator's request to look up in the
+        ledger, no backfill a range row may cover, no active run a decision needs."""
+        operators = superseding = False
+        for request in self._requests:
+            operators = operators or request.kind != "scheduled"
+            trigger = stored.get(request.trigger_id)
+            if trigger is not None and _overlap(request, trigger) is Overlap.SUPERSEDE:
+                superseding = True
+        return operators, superseding
 
     def _check(self, request: ClaimRequest, trigger: Trigger | None) -> TriggersError | None:
         if trigger is None:
