@@ -8,7 +8,8 @@ is per occurrence, so days per second follow occurrences per day. Each scenario 
 a downtime of a few hours, so catch-up is part of the work. The simulation runs in
 this process, as the command does (logging at error level); the figures are the
 best of `--repeat` runs, in JSON, per second of wall-clock time and per second of
-the process's CPU time (steadier on a shared machine).
+the process's CPU time (steadier on a shared machine), with the load average of
+the last minute when the file was done.
 
     .venv/bin/python bench/simulate.py                      # every file
     .venv/bin/python bench/simulate.py --file hundred --days 365
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from datetime import UTC, datetime, timedelta
 
@@ -99,6 +101,7 @@ def measure(name: str, days: float, repeat: int) -> dict[str, object]:
         "ledger_rows": len(result.records),
         "ticks": result.ticks,
         "runs": result.runs,
+        "load_average": round(os.getloadavg()[0], 2),
     }
 
 

@@ -1,4 +1,5 @@
-"""The scale benchmarks run and print their figures (bench/scale.py, burst.py, history.py).
+"""The benchmarks run and print their figures (bench/scale.py, burst.py, history.py,
+simulate.py).
 
 A smoke test with tiny figures, so the scripts keep working as the code changes: the
 figures themselves are machine-dependent and asserted nowhere (docs/benchmarks.md
@@ -62,3 +63,12 @@ def test_history_reports_the_query_and_the_cli_call() -> None:
         assert isinstance(found[kind]["history"]["median_ms"], float)
         assert found[kind]["cli_rows"] == 50
         assert isinstance(found[kind]["cli_s"], float)
+
+
+def test_simulate_reports_simulated_days_and_occurrences_per_second() -> None:
+    found = bench("simulate.py", "--file", "typical", "--days", "4", "--repeat", "1")
+    assert found["file"] == "typical"
+    assert found["days"] == 4
+    assert found["occurrences"] >= found["runs"] > 0
+    for key in ("seconds", "cpu_seconds", "days_per_s", "days_per_cpu_s", "load_average"):
+        assert isinstance(found[key], float), key

@@ -50,9 +50,10 @@ class SimulatedRunner:
     def start(self, requests: Sequence[LaunchRequest]) -> list[RunHandle | RunnerError]:
         results: list[RunHandle | RunnerError] = []
         now = self._elapsed()
+        keys, runs, ends = self._keys, self._runs, self._ends
         for request in requests:
             identity = (request.flow, request.flow_version, request.input)
-            known = self._keys.get(request.idempotency_key)
+            known = keys.get(request.idempotency_key)
             if known is not None:
                 run_id, started_as = known
                 if started_as != identity:
@@ -69,9 +70,9 @@ class SimulatedRunner:
                 continue
             self.started += 1
             run_id = f"sim-{self.started}"
-            self._keys[request.idempotency_key] = (run_id, identity)
-            self._runs[run_id] = _ACTIVE
-            heapq.heappush(self._ends, (now + self._duration(request), self.started, run_id))
+            keys[request.idempotency_key] = (run_id, identity)
+            runs[run_id] = _ACTIVE
+            heapq.heappush(ends, (now + self._duration(request), self.started, run_id))
             results.append(RunHandle(run_id=run_id, created=True))
         return results
 

@@ -47,6 +47,7 @@ from triggers.scheduler._timeline import (
 )
 
 _DAY_S = 86_400
+_SEGMENT_S = 35 * _DAY_S  # how far a search looks for the segment's end (see `_segment`)
 _WITH_SECONDS = 6  # fields in an expression with a leading seconds field
 _SECONDS_FIELD = 5  # where croniter's expansion keeps the seconds, whatever their position
 _DAY_OF_MONTH, _MONTH, _DAY_OF_WEEK = 2, 3, 4  # croniter's field indexes
@@ -362,12 +363,22 @@ class CronOccurrences(CountableSchedule):
         super().__init__(start_at=start_at, end_at=end_at)
         self._rule = rule
         self._timeline = timeline
+        # The segment last searched from: [first, until) holds no transition and no
+        # repeated wall time, at this offset. Most searches start there, and need
+        # neither the zone's offset nor its transitions again.
+        self._segment = (0, 0, 0)
 
     # At a transition the wall clock jumps from `transition.at + before` (the old wall)
     # to `transition.at + after` (the new wall): forward over a gap of wall times that
     # never happen, or back over wall times that happen twice.
 
     def _next_after(self, after: datetime) -> datetime | None:
+        after_s = floor_s(after)
+        first, until, offset = self._segment
+        if first <= after_s < until:
+            candidate = self._rule.next(after_s + offset + 1)
+            if candidate is not None and candidate - offset < until:
+                return instant(candidate - offset)
         segment, offset, wall = self._search_from(after)
         candidate = self._rule.next(wall)
         # Walk the constant-offset segments after `after`; almost always the first
@@ -420,10 +431,17 @@ class CronOccurrences(CountableSchedule):
         after_s = floor_s(after)
         offset, repeated = self._timeline.offset_and_fold(after_s)
         wall = after_s + offset + 1
-        if repeated and self._rule.fixed_time:
-            repeat = self._timeline.previous_transition(after_s)
-            if repeat is not None:
-                wall = max(wall, repeat.at + repeat.before)
+        if repeated:
+            if self._rule.fixed_time:
+                repeat = self._timeline.previous_transition(after_s)
+                if repeat is not None:
+                    wall = max(wall, repeat.at + repeat.before)
+        else:
+            # Past the repeated wall times (if any) of the transition that began this
+            # segment, every instant up to the next transition reads this offset.
+            last = after_s + _SEGMENT_S
+            transition = self._timeline.next_transition(after_s, last)
+            self._segment = (after_s, last + 1 if transition is None else transition.at, offset)
         return after_s, offset, wall
 
     @staticmethod

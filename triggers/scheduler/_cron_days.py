@@ -65,6 +65,10 @@ class CronCalendar:
         self._fields = fields
         # (length, weekday of the 1st) -> the days of such a month that match.
         self._patterns: dict[tuple[int, int], tuple[int, ...]] = {}
+        # The last answer: every day from `asked` to `found` has that same answer (an
+        # hourly rule asks about one day 24 times). One tuple, so threads that share
+        # the calendar (a shape's) read it whole.
+        self._last: tuple[int, int | None] = (1, 0)
 
     def fires(self) -> bool:
         """Whether any date ever matches (every month length and weekday of the 1st occur)."""
@@ -76,6 +80,14 @@ class CronCalendar:
 
     def next_day(self, day: int) -> int | None:
         """The first matching day at or after `day`, or None (none before year 10000)."""
+        asked, found = self._last
+        if found is not None and asked <= day <= found:
+            return found
+        found = self._next_day(day)
+        self._last = (day, found)
+        return found
+
+    def _next_day(self, day: int) -> int | None:
         ordinal = day + _EPOCH_ORDINAL
         if ordinal > _MAX_ORDINAL:
             return None

@@ -91,14 +91,15 @@ class Dispatcher:
         requests: list[ClaimRequest] = []
         for entry in due:
             trigger = entry.trigger
+            trigger_id = trigger.spec.id
             try:
                 plan = self._plan(entry)
             except Exception:
-                log.exception("plan_failed", trigger_id=trigger.id)
+                log.exception("plan_failed", trigger_id=trigger_id)
                 report.errors += 1
                 self._timetable.reschedule(entry, at=self._clock.now() + _RETRY_AFTER)
                 continue
-            plans[trigger.id] = plan
+            plans[trigger_id] = plan
             if len(plan.dispatch) > _LARGE_CATCHUP:
                 log.warning(
                     "catchup_large",
@@ -112,7 +113,7 @@ class Dispatcher:
             for missed in plan.missed:
                 ranges.append(
                     RangeRecord(
-                        trigger_id=trigger.id,
+                        trigger_id=trigger_id,
                         expected_revision=trigger.revision,
                         after=after,
                         first_at=missed.first_at,
@@ -123,20 +124,18 @@ class Dispatcher:
                     )
                 )
                 after = missed.last_at
-            requests.extend(
-                ClaimRequest(
-                    trigger_id=trigger.id,
-                    occurrence_at=occurrence,
-                    expected_revision=trigger.revision,
-                )
-                for occurrence in plan.dispatch
-            )
-        stale = self.record_ranges(ranges, report)
-        requests = [r for r in requests if r.trigger_id not in stale]
+            revision = trigger.revision
+            requests += [
+                ClaimRequest(trigger_id=trigger_id, occurrence_at=at, expected_revision=revision)
+                for at in plan.dispatch
+            ]
+        stale = self.record_ranges(ranges, report) if ranges else set()
+        if stale:
+            requests = [r for r in requests if r.trigger_id not in stale]
         if requests:
             stale |= self._claim(requests, report)
         for entry in due:
-            self._reschedule_after_dispatch(entry, plans.get(entry.trigger.id), stale)
+            self._reschedule_after_dispatch(entry, plans.get(entry.trigger.spec.id), stale)
         if stale:
             self._refresh(stale, report, decide=not refreshed)
 
@@ -213,22 +212,24 @@ class Dispatcher:
             self._metrics.launch_duration.observe(self._clock.monotonic() - started)
         stale: set[str] = set()
         launches: list[Claim] = []
+        entries = self._timetable.entries
         for request, result in zip(requests, results, strict=True):
             if isinstance(result, TriggersError):
                 stale.add(request.trigger_id)
                 _log_store_error(result, request.trigger_id)
                 continue
             report.claimed += 1
-            entry = self._timetable.entries.get(request.trigger_id)
+            entry = entries.get(request.trigger_id)
             if entry is not None:
                 entry.trigger = result.trigger
                 if result.action is Action.IGNORED:
                     # Paused, disabled or done since it was listed: nothing was decided,
                     # so the watermark stays and the trigger is re-read.
                     stale.add(request.trigger_id)
-                else:
-                    entry.watermark_at = max(entry.watermark_at, request.occurrence_at)
-            self._account(result)
+                elif request.occurrence_at > entry.watermark_at:
+                    entry.watermark_at = request.occurrence_at
+            if result.action not in _ACCOUNTED_ELSEWHERE:
+                self._account(result)
             if result.run_id is not None:
                 report.launched += 1
                 self._launcher.launched(result, result.run_id, self._clock.now())
@@ -245,7 +246,7 @@ class Dispatcher:
 
     def _account(self, claim: Claim) -> None:
         action = claim.action
-        if action in (Action.FIRE, Action.SUPERSEDE, Action.DUPLICATE):
+        if action in _ACCOUNTED_ELSEWHERE:
             return
         reason = claim.reason.value if claim.reason else None
         if action is Action.IGNORED:
@@ -275,7 +276,7 @@ class Dispatcher:
     ) -> None:
         """Put a dispatched entry back on the heap: due at its next occurrence, or again
         shortly when its plan failed or went stale."""
-        if entry.trigger.id in stale or plan is None:
+        if plan is None or entry.trigger.spec.id in stale:
             if entry.due_at is None:
                 self._timetable.reschedule(entry, at=self._clock.now() + _RETRY_AFTER)
             return
@@ -312,6 +313,9 @@ class Dispatcher:
             self.process(again, report, refreshed=True)
 
 
+# Claims that record no outcome of their own here: a run's launch is counted and
+# logged by the launcher, a duplicate was decided before.
+_ACCOUNTED_ELSEWHERE = frozenset({Action.FIRE, Action.SUPERSEDE, Action.DUPLICATE})
 _RECORDED = {
     Action.SKIP: Outcome.SKIPPED,
     Action.BUFFER: Outcome.BUFFERED,

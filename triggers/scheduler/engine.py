@@ -13,6 +13,7 @@ tells the loop where to look next.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Mapping
@@ -159,19 +160,21 @@ class Scheduler:
     def run(self) -> None:
         """Tick until `stop()`; then close (finish launches, detach monitors)."""
         self.start()
+        clock, progress, wake, stopping = self._clock, self.progress, self._wake, self._stopping
+        monitor = self.monitor if self._options.inline else None
         try:
-            while not self._stopping.is_set():
+            while not stopping.is_set():
                 # Cleared before the tick, not after the wait: a wake-up asked for
                 # while the tick runs (a run settled) must not be lost.
-                self._wake.clear()
-                if self._options.inline:
-                    self.monitor.record_reported()  # the monitor thread's part
-                self.progress.tick_started()
+                wake.clear()
+                if monitor is not None:
+                    monitor.record_reported()  # the monitor thread's part
+                progress.tick_started()
                 wake_at = self.tick()
-                delay = (wake_at - self._clock.now()).total_seconds()
-                self.progress.tick_finished(wake_in_s=delay)
+                delay = (wake_at - clock.now()).total_seconds()
+                progress.tick_finished(wake_in_s=delay)
                 if delay > 0:
-                    self._clock.wait(delay, self._wake)
+                    clock.wait(delay, wake)
         finally:
             self.close()
 
@@ -201,10 +204,11 @@ class Scheduler:
 
     def tick(self) -> datetime:
         """Do what is due now; return when the next tick is due."""
-        started = self._clock.monotonic()
+        clock = self._clock
+        started = clock.monotonic()
         report = TickReport()
         try:
-            now = self._clock.now()
+            now = clock.now()
             self._notice_clock_step_back(now)
             if self._next_poll_at is None and not self._timetable.entries:
                 self._poll(now, report)  # the first tick: nothing is known yet
@@ -224,20 +228,20 @@ class Scheduler:
                 )
             if due:
                 self._dispatcher.process(due, report)
-            now = self._clock.now()
+            now = clock.now()
             if not (due and self._defer_housekeeping(now)):
                 self._housekeep(now, report)
         except Exception as exc:
             self.metrics.tick_failed(exc)
-            retry_at = self._clock.now() + _RETRY_AFTER
+            retry_at = clock.now() + _RETRY_AFTER
             put_back = self._timetable.put_back(retry_at)
             log.exception("tick_failed", put_back=put_back)
             return retry_at
         finally:
-            elapsed = self._clock.monotonic() - started
+            elapsed = clock.monotonic() - started
             self.metrics.tick_duration.observe(elapsed)
-            self.metrics.ticked(self._clock.now())
-        if report.claimed or report.ranges or report.errors:
+            self.metrics.ticked(clock.now())
+        if (report.claimed or report.ranges or report.errors) and log.is_enabled_for(logging.DEBUG):
             log.debug(
                 "tick_completed",
                 duration_ms=round(elapsed * 1000, 2),

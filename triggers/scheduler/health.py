@@ -26,7 +26,9 @@ class LoopProgress:
         self._tick_started: float | None = None
         self._wake_by: float | None = None
         self._ticks = 0
-        self._ticked = threading.Condition()
+        self._lock = threading.Lock()
+        self._ticked = threading.Condition(self._lock)
+        self._waiting = 0  # threads in `wait_for_tick`: a tick notifies only when there are
 
     @property
     def ticks(self) -> int:
@@ -40,14 +42,19 @@ class LoopProgress:
         """The tick returned; the loop means to tick again within `wake_in_s`."""
         self._wake_by = self._monotonic() + max(0.0, wake_in_s)
         self._tick_started = None
-        with self._ticked:
+        with self._lock:
             self._ticks += 1
-            self._ticked.notify_all()
+            if self._waiting:
+                self._ticked.notify_all()
 
     def wait_for_tick(self, *, after: int, timeout: float) -> bool:
         """Wait until more than `after` ticks finished; False after `timeout` seconds."""
-        with self._ticked:
-            return self._ticked.wait_for(lambda: self._ticks > after, timeout=timeout)
+        with self._lock:
+            self._waiting += 1
+            try:
+                return self._ticked.wait_for(lambda: self._ticks > after, timeout=timeout)
+            finally:
+                self._waiting -= 1
 
     def stalled_for(self) -> float:
         """Seconds the loop is behind its own schedule (0.0 while it keeps it)."""

@@ -11,6 +11,7 @@ owner.
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
 from collections.abc import Callable, Sequence
@@ -36,15 +37,16 @@ _RECORD_RETRY = timedelta(seconds=1)
 def launch_request(claim: Claim) -> LaunchRequest:
     """The runner request for a claim, with the run environment DESIGN.md promises."""
     spec = claim.trigger.spec
+    trigger_id = spec.id
     return LaunchRequest(
         idempotency_key=claim.idempotency_key,
         flow=spec.flow,
         flow_version=spec.flow_version,
         input=spec.input,
-        trigger_id=claim.trigger_id,
+        trigger_id=trigger_id,
         occurrence_at=claim.occurrence_at,
         env={
-            "TRIGGERS_TRIGGER_ID": claim.trigger_id,
+            "TRIGGERS_TRIGGER_ID": trigger_id,
             "TRIGGERS_OCCURRENCE": iso(claim.occurrence_at),
         },
     )
@@ -299,14 +301,16 @@ class Launcher:
         latency = (now - claim.occurrence_at).total_seconds()
         self._metrics.fire_latency.observe(latency)
         self._metrics.fired("launched")
-        log.info(
-            "run_launched",
-            trigger_id=claim.trigger_id,
-            run_id=run_id,
-            occurrence_at=iso(claim.occurrence_at),
-            latency_ms=round(latency * 1000, 1),
-        )
-        self._on_launched(claim.trigger_id, run_id)
+        trigger_id = claim.trigger.spec.id
+        if log.is_enabled_for(logging.INFO):  # the values cost more than the call
+            log.info(
+                "run_launched",
+                trigger_id=trigger_id,
+                run_id=run_id,
+                occurrence_at=iso(claim.occurrence_at),
+                latency_ms=round(latency * 1000, 1),
+            )
+        self._on_launched(trigger_id, run_id)
 
     def deferred(self, claim: Claim, retry_at: datetime) -> None:
         """A start within the claim failed without an answer: it is retried from `retry_at`."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import timedelta
 
 import structlog
@@ -60,7 +60,10 @@ class Monitor:
         self._metrics = metrics
         self._watched: dict[str, str] = {}
         self._reported: dict[str, RunStatus] = {}
-        self._wake = threading.Condition()
+        # `with self._lock` is `with self._wake` without the Condition's Python-level
+        # enter and exit (a settlement takes the lock four times).
+        self._lock = threading.RLock()
+        self._wake = threading.Condition(self._lock)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="monitor", daemon=True)
         self._backoff_s = 0.0
@@ -71,13 +74,13 @@ class Monitor:
     def close(self) -> None:
         """Detach: stop watching; the runs go on and are re-attached by the next start."""
         self._stop.set()
-        with self._wake:
+        with self._lock:
             self._wake.notify_all()
         if self._thread.ident is not None:  # never started when the loop runs inline
             self._thread.join(timeout=5)
 
     def watch(self, trigger_id: str, run_id: str) -> None:
-        with self._wake:
+        with self._lock:
             self._watched[run_id] = trigger_id
             self._metrics.active_runs.set(len(self._watched))
             if run_id in self._reported:
@@ -87,7 +90,7 @@ class Monitor:
         """Watch `(trigger_id, run_id)` pairs the ledger holds as launched; returns how
         many were new to this monitor."""
         added = 0
-        with self._wake:
+        with self._lock:
             for trigger_id, run_id in runs:
                 if run_id not in self._watched:
                     self._watched[run_id] = trigger_id
@@ -99,9 +102,9 @@ class Monitor:
 
     def report(self, run_id: str, status: RunStatus) -> None:
         """The runner's settlement hook (any thread): record without waiting to inspect."""
-        if not status.settled:
+        if status.state == "active":  # not settled
             return
-        with self._wake:
+        with self._lock:
             self._reported[run_id] = status
             self._wake.notify_all()
 
@@ -120,7 +123,7 @@ class Monitor:
     def _loop(self) -> None:
         next_poll = self._clock.monotonic() + self._poll_s
         while not self._stop.is_set():
-            with self._wake:
+            with self._lock:
                 timeout = max(0.0, next_poll - self._clock.monotonic())
                 if not self._has_reported():
                     self._wake.wait(timeout=timeout)
@@ -141,7 +144,7 @@ class Monitor:
         return any(run_id in self._watched for run_id in self._reported)
 
     def _collect_reported(self) -> dict[str, RunStatus]:
-        with self._wake:
+        with self._lock:
             ready = {r: s for r, s in self._reported.items() if r in self._watched}
             for run_id in ready:
                 del self._reported[run_id]
@@ -152,7 +155,7 @@ class Monitor:
             return ready
 
     def _inspect(self) -> dict[str, RunStatus]:
-        with self._wake:
+        with self._lock:
             run_ids = list(self._watched)
         settled: dict[str, RunStatus] = {}
         for start in range(0, len(run_ids), _INSPECT_BATCH):
@@ -178,50 +181,52 @@ class Monitor:
     def _record(self, settled: dict[str, RunStatus], *, reported: bool) -> None:
         if not settled:
             return
-        with self._wake:
-            pairs = [(run_id, self._watched.get(run_id)) for run_id in settled]
+        with self._lock:
+            watched = self._watched
+            settlements = [
+                Settlement(
+                    trigger_id=trigger_id,
+                    run_id=run_id,
+                    state="failed" if status.state == "missing" else status.state,  # type: ignore[arg-type]
+                    error=None if status.state == "completed" else _message(run_id, status),
+                )
+                for run_id, status in settled.items()
+                if (trigger_id := watched.get(run_id)) is not None
+            ]
         recorded = reported and self._runner.runner.settles_ledger
-        settlements = [
-            Settlement(
-                trigger_id=trigger_id,
-                run_id=run_id,
-                state="failed" if settled[run_id].state == "missing" else settled[run_id].state,  # type: ignore[arg-type]
-                error=_message(run_id, settled[run_id]),
-            )
-            for run_id, trigger_id in pairs
-            if trigger_id is not None
-        ]
         now = self._clock.now()
         try:
-            records: list[object] = (
-                list(settlements)
-                if recorded
-                else list(self._store.record_settled(settlements, now=now))
+            records: Sequence[object] = (
+                settlements if recorded else self._store.record_settled(settlements, now=now)
             )
         except TriggersError as exc:
             self._metrics.store_error("record_settled")
             log.warning("settle_record_failed", count=len(settlements), error=str(exc))
-            with self._wake:
+            with self._lock:
                 for run_id, status in settled.items():
                     self._reported.setdefault(run_id, status)
             return
         triggers = set()
-        with self._wake:
+        metrics = self._metrics
+        with self._lock:
             for settlement, record in zip(settlements, records, strict=True):
-                self._watched.pop(settlement.run_id, None)
+                watched.pop(settlement.run_id, None)
                 triggers.add(settlement.trigger_id)
-                self._metrics.run_settled(settlement.trigger_id, settlement.state, now)
-                if record is not None:
-                    self._metrics.fired(settlement.state)
+                metrics.run_settled(settlement.trigger_id, settlement.state, now)
+                if record is None:
+                    continue
+                metrics.fired(settlement.state)
+                level = _FINISHED_LEVELS.get(settlement.state, logging.INFO)
+                if log.is_enabled_for(level):
                     log.log(
-                        _FINISHED_LEVELS.get(settlement.state, logging.INFO),
+                        level,
                         "run_finished",
                         trigger_id=settlement.trigger_id,
                         run_id=settlement.run_id,
                         outcome=settlement.state,
                         error=settlement.error,
                     )
-            self._metrics.active_runs.set(len(self._watched))
+            metrics.active_runs.set(len(watched))
         self._on_settled(triggers)
 
 

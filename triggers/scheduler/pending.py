@@ -67,16 +67,18 @@ class PendingPass:
     def wanted(self) -> bool:
         return self._wanted.is_set()
 
+    # `_due_at` is read without the lock: one attribute read is atomic, and the lock
+    # only keeps `retry_at`'s compare-and-set whole (both run at every tick).
+
     def due(self, now: datetime) -> bool:
         if self._wanted.is_set():
             return True
-        with self._lock:
-            return self._due_at is not None and now >= self._due_at
+        due_at = self._due_at
+        return due_at is not None and now >= due_at
 
     def next_at(self) -> datetime | None:
         """When a retry is next due (a wanted pass wakes the loop by itself)."""
-        with self._lock:
-            return self._due_at
+        return self._due_at
 
     def take(self, now: datetime, *, beats: Sequence[Heartbeat] | None = None) -> int:
         """Take what is pending and hand it to the launcher; returns how many. `beats`:

@@ -95,14 +95,14 @@ class Timetable:
         self, entry: Entry, *, at: datetime | None = None, handed_off: bool = False
     ) -> None:
         """Due at `at`, or at its next occurrence after the watermark (plus jitter)."""
-        self._taken.pop(entry.trigger.id, None)
+        trigger_id = entry.trigger.spec.id
+        self._taken.pop(trigger_id, None)
         entry.generation += 1
         entry.handed_off = handed_off
-        entry.due_at = at if at is not None else _due_at(entry)
-        if entry.due_at is not None:
+        due_at = entry.due_at = at if at is not None else _due_at(entry)
+        if due_at is not None:
             self._sequence += 1
-            item = (entry.due_at, self._sequence, entry.trigger.id, entry.generation)
-            heapq.heappush(self._heap, item)
+            heapq.heappush(self._heap, (due_at, self._sequence, trigger_id, entry.generation))
 
     def pop_due(self, now: datetime) -> list[Entry]:
         """Every entry due at or before `now`, taken off the heap."""
@@ -139,7 +139,7 @@ class Timetable:
     def _take(self, entry: Entry) -> None:
         entry.due_at = None
         entry.generation += 1
-        self._taken[entry.trigger.id] = entry
+        self._taken[entry.trigger.spec.id] = entry
 
     def next_due(self) -> datetime | None:
         """When the earliest entry is due, or None."""

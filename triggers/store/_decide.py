@@ -41,6 +41,13 @@ class Decision:
     reason: Reason | None = None
 
 
+# The decisions are values: the common ones are made once, not for every occurrence.
+_FIRE = Decision(Action.FIRE)
+_IGNORED = Decision(Action.IGNORED)
+_SKIP_OVERLAP = Decision(Action.SKIP, Reason.OVERLAP)
+_BUFFER_OVERLAP = Decision(Action.BUFFER, Reason.OVERLAP)
+
+
 def capacity(overlap: Overlap, max_active: int) -> int:
     """How many runs of a trigger may be active at once under `overlap`."""
     return max_active if overlap is Overlap.ALLOW else 1
@@ -109,7 +116,7 @@ def _decide(
 ) -> Decision:
     spec = trigger.spec
     if trigger.retired:
-        return Decision(Action.IGNORED)
+        return _IGNORED
     if request.kind == "scheduled":
         # Nothing is recorded here: the scheduler accounts for the occurrences of a
         # paused or disabled trigger as one skipped range, not row by row.
@@ -122,21 +129,21 @@ def _decide(
     if request.overlap is Overlap.ALLOW:
         # An operator asking for `allow` wants this run alongside the others: the
         # trigger's `max_active` bounds its own occurrences, not this request.
-        return Decision(Action.FIRE)
+        return _FIRE
     free = max(0, capacity(overlap, spec.max_active) - counters.active_count)
     queued = counters.buffered_count if overlap in (Overlap.BUFFER, Overlap.BUFFER_ALL) else 0
     if free and not queued:
-        return Decision(Action.FIRE)
+        return _FIRE
     # Older buffered occurrences take the free slots first; this one waits behind
     # whatever is left of the buffer after that.
     ahead = max(0, queued - free)
     match overlap:
         case Overlap.SKIP | Overlap.ALLOW:
-            return Decision(Action.SKIP, Reason.OVERLAP)
+            return _SKIP_OVERLAP
         case Overlap.BUFFER:
             if ahead >= 1:
-                return Decision(Action.SKIP, Reason.OVERLAP)
-            return Decision(Action.BUFFER, Reason.OVERLAP)
+                return _SKIP_OVERLAP
+            return _BUFFER_OVERLAP
         case Overlap.BUFFER_ALL:
             if request.kind == "scheduled" and ahead >= spec.max_buffer:
                 return Decision(Action.SKIP, Reason.BUFFER_FULL)

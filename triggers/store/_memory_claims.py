@@ -79,39 +79,32 @@ class MemoryClaimBatch:
 
     def run(self, apply_splits: Callable[[], None]) -> list[ClaimResult]:
         """Decide and record every request; `apply_splits` carves the splits first."""
-        tables = self._tables
-        stored = {
-            trigger_id: tables.triggers[trigger_id].snapshot()
-            for trigger_id in sorted({r.trigger_id for r in self._requests})
-            if trigger_id in tables.triggers
-        }
-        apply_splits()
-        existing, existing_keys = self._existing()
-        covered = self._covered()
-        active = self._active_runs(stored)
-        superseding = any(
-            request.trigger_id in stored
-            and _overlap(request, stored[request.trigger_id]) is Overlap.SUPERSEDE
-            for request in self._requests
-        )
+        requests = self._requests
+        stored = self._snapshots()
+        if self._splits:
+            apply_splits()
+        operators, superseding = self._kinds(stored)
+        existing, existing_keys = self._existing() if operators else (set(), set())
+        covered = self._covered() if operators else set()
+        active = self._active_runs(stored) if superseding else {}
         newest = self._newest_superseding(stored, existing, covered) if superseding else {}
         decided: list[_Decided] = []
         results: list[ClaimResult | None] = []
-        for index, request in enumerate(self._requests):
-            trigger = stored.get(request.trigger_id)
-            refused = self._check(request, trigger)
-            if refused is not None or trigger is None:
-                results.append(refused)
+        for index, request in enumerate(requests):
+            trigger_id = request.trigger_id
+            trigger = stored.get(trigger_id)
+            if trigger is None or trigger.revision != request.expected_revision:
+                results.append(self._check(request, trigger))
                 continue
             results.append(None)
-            key = idempotency_key(request.trigger_id, request.occurrence_at, request.manual_key)
-            identity = (request.trigger_id, request.occurrence_at, request.manual_key)
-            seen = identity in existing or key in existing_keys
+            key = idempotency_key(trigger_id, request.occurrence_at, request.manual_key)
+            identity = (trigger_id, request.occurrence_at, request.manual_key)
+            seen = key in existing_keys or identity in existing
             if seen or self._decided_before(request, trigger):
                 self._advance(request)
                 decided.append(_Decided(request, key, Action.DUPLICATE))
                 continue
-            if (request.trigger_id, request.occurrence_at) in covered:
+            if covered and (request.trigger_id, request.occurrence_at) in covered:
                 decided.append(_Decided(request, key, Action.DUPLICATE))
                 continue
             if request.kind == "backfill" and request.occurrence_at > trigger.watermark_at:
@@ -119,18 +112,44 @@ class MemoryClaimBatch:
                 continue
             existing.add(identity)
             existing_keys.add(key)
-            replaced = newest.get(trigger.id, index) > index and _overlap(request, trigger) is (
-                Overlap.SUPERSEDE
+            replaced = (
+                superseding
+                and newest.get(trigger_id, index) > index
+                and _overlap(request, trigger) is Overlap.SUPERSEDE
             )
             item = self._decide(trigger, request, key, active, replaced=replaced)
             if item.action is not Action.IGNORED:
                 self._advance(request)
                 item.row = self._row(trigger, item)
             decided.append(item)
-        self._check_carved(decided)
+        if self._splits:
+            self._check_carved(decided)
         self._launch(decided, stored)
         self._write(decided, stored)
         return self._finish(results, decided, stored)
+
+    def _snapshots(self) -> dict[str, Trigger]:
+        """The requests' triggers as this transaction reads them, in id order."""
+        requests, rows = self._requests, self._tables.triggers
+        ids = (
+            [requests[0].trigger_id]
+            if len(requests) == 1
+            else sorted({r.trigger_id for r in requests})
+        )
+        return {i: rows[i].snapshot() for i in ids if i in rows}
+
+    def _kinds(self, stored: dict[str, Trigger]) -> tuple[bool, bool]:
+        """Whether any request is an operator's, and whether any is under `supersede`.
+
+        A tick's batch usually holds neither: no operator's request to look up in the
+        ledger, no backfill a range row may cover, no active run a decision needs."""
+        operators = superseding = False
+        for request in self._requests:
+            operators = operators or request.kind != "scheduled"
+            trigger = stored.get(request.trigger_id)
+            if trigger is not None and _overlap(request, trigger) is Overlap.SUPERSEDE:
+                superseding = True
+        return operators, superseding
 
     def _check(self, request: ClaimRequest, trigger: Trigger | None) -> TriggersError | None:
         if trigger is None:
@@ -246,8 +265,13 @@ class MemoryClaimBatch:
         *,
         replaced: bool,
     ) -> _Decided:
-        counters = self._counters.setdefault(trigger.id, Counters.of(trigger))
-        runs = active.setdefault(trigger.id, [])
+        trigger_id = request.trigger_id
+        counters = self._counters.get(trigger_id)
+        if counters is None:
+            counters = self._counters[trigger_id] = Counters.of(trigger)
+        runs = active.get(trigger_id)
+        if runs is None:
+            runs = active[trigger_id] = []
         has_run = bool(runs) and all(run_id is not None for run_id in runs)
         decision: Decision = decide(
             trigger, counters, request, active_has_run=has_run, replaced=replaced
@@ -272,7 +296,7 @@ class MemoryClaimBatch:
         outcome = _OUTCOMES[item.action]
         request = item.request
         return FireRow(
-            trigger_id=trigger.id,
+            trigger_id=request.trigger_id,
             occurrence_at=cut(request.occurrence_at),
             manual_key=request.manual_key,
             idempotency_key=item.key,
@@ -348,30 +372,34 @@ class MemoryClaimBatch:
         tables.check_insertable(rows)
         for row in rows:
             tables.insert(row, checked=True)
-        for trigger_id in sorted(set(self._counters) | set(self._watermarks)):
+        all_counters, watermarks = self._counters, self._watermarks
+        for trigger_id in sorted(all_counters.keys() | watermarks.keys()):
             trigger = stored[trigger_id]
-            counters = self._counters.get(trigger_id) or Counters.of(trigger)
+            counters = all_counters.get(trigger_id) or Counters.of(trigger)
             target = tables.triggers[trigger_id]
             target.active_count = counters.active_count
             target.buffered_count = counters.buffered_count
             target.runs_launched = counters.runs_launched
-            target.watermark_at = cut(max(trigger.watermark_at, self._watermark(trigger)))
+            watermark = watermarks.get(trigger_id)
+            if watermark is None or watermark < trigger.watermark_at:
+                watermark = trigger.watermark_at
+            target.watermark_at = cut(watermark)
             target.open_range_id = None
             target.updated_at = self._now
-
-    def _watermark(self, trigger: Trigger) -> datetime:
-        return self._watermarks.get(trigger.id, trigger.watermark_at)
 
     def _finish(
         self, results: list[ClaimResult | None], decided: list[_Decided], stored: dict[str, Trigger]
     ) -> list[ClaimResult]:
         snapshots: dict[str, Trigger] = {}
+        all_counters, watermarks = self._counters, self._watermarks
         for trigger_id, trigger in stored.items():
-            counters = self._counters.get(trigger_id)
-            watermark = self._watermarks.get(trigger_id)
-            if counters is None and (watermark is None or watermark <= trigger.watermark_at):
-                snapshots[trigger_id] = trigger
-                continue
+            counters = all_counters.get(trigger_id)
+            watermark = watermarks.get(trigger_id)
+            if watermark is None or watermark <= trigger.watermark_at:
+                if counters is None:
+                    snapshots[trigger_id] = trigger
+                    continue
+                watermark = trigger.watermark_at
             counters = counters or Counters.of(trigger)
             # As `dataclasses.replace` would, at a fraction of its cost (every claim).
             snapshots[trigger_id] = Trigger(
@@ -381,7 +409,7 @@ class MemoryClaimBatch:
                 pause_note=trigger.pause_note,
                 paused_at=trigger.paused_at,
                 retired=trigger.retired,
-                watermark_at=max(trigger.watermark_at, self._watermark(trigger)),
+                watermark_at=watermark,
                 active_count=counters.active_count,
                 buffered_count=counters.buffered_count,
                 runs_launched=counters.runs_launched,

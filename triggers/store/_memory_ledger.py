@@ -218,6 +218,10 @@ def _pending_claim(trigger: Trigger, row: FireRow) -> Claim:
     )
 
 
+_SETTLED_AS = {outcome.value: outcome for outcome in Outcome}
+"""`Outcome(state)` without the enum's call (one for every run that ends)."""
+
+
 def record_settlements(
     tables: Tables, settlements: Sequence[Settlement], now: datetime
 ) -> list[FireRecord | None]:
@@ -241,7 +245,7 @@ def record_settlements(
             results.append(None)
             continue
         was = row.outcome
-        tables.set_outcome(row, Outcome(settlement.state))
+        tables.set_outcome(row, _SETTLED_AS[settlement.state])
         row.error, row.settled_at = settlement.error, now
         tables.settled(now)
         if was is Outcome.LAUNCHED:

@@ -134,7 +134,8 @@ class Tables:
     fires: dict[int, FireRow] = field(default_factory=dict)
     by_identity: dict[tuple[str, datetime, str], int] = field(default_factory=dict)
     by_key: dict[str, int] = field(default_factory=dict)
-    by_run: dict[str, set[int]] = field(default_factory=dict)
+    by_run: dict[str, list[int]] = field(default_factory=dict)
+    """Row ids by run id: almost always one (a list of one costs a third of a set)."""
     by_outcome: dict[Outcome, dict[int, FireRow]] = field(
         default_factory=lambda: {outcome: {} for outcome in Outcome}
     )
@@ -156,9 +157,10 @@ class Tables:
         keys: set[str] = set()
         for row in rows:
             key = row.idempotency_key
+            identity = (row.trigger_id, row.occurrence_at, row.manual_key)
             if (
-                row.identity in self.by_identity
-                or row.identity in identities
+                identity in self.by_identity
+                or identity in identities
                 or (key is not None and (key in self.by_key or key in keys))
             ):
                 raise DuplicateOccurrenceError(
@@ -166,7 +168,7 @@ class Tables:
                     f"of trigger {row.trigger_id!r}",
                     trigger_id=row.trigger_id,
                 )
-            identities.add(row.identity)
+            identities.add(identity)
             if key is not None:
                 keys.add(key)
 
@@ -178,16 +180,17 @@ class Tables:
         """
         if not checked:
             self.check_insertable([row])
-        row.id = self.next_id
+        row_id = row.id = self.next_id
         self.next_id += 1
-        self.fires[row.id] = row
-        self.by_identity[row.identity] = row.id
+        self.fires[row_id] = row
+        self.by_identity[(row.trigger_id, row.occurrence_at, row.manual_key)] = row_id
         if row.idempotency_key is not None:
-            self.by_key[row.idempotency_key] = row.id
+            self.by_key[row.idempotency_key] = row_id
         if row.run_id is not None:
-            self.by_run.setdefault(row.run_id, set()).add(row.id)
-        self.by_outcome[row.outcome][row.id] = row
-        self.settled(row.settled_at)
+            self.by_run.setdefault(row.run_id, []).append(row_id)
+        self.by_outcome[row.outcome][row_id] = row
+        if row.settled_at is not None:
+            self.settled(row.settled_at)
         return row
 
     def delete(self, row: FireRow) -> None:
@@ -195,8 +198,7 @@ class Tables:
         self.by_identity.pop(row.identity, None)
         if row.idempotency_key is not None:
             self.by_key.pop(row.idempotency_key, None)
-        if row.run_id is not None:
-            self.by_run.get(row.run_id, set()).discard(row.id)
+        self._unlink_run(row)
         self.by_outcome[row.outcome].pop(row.id, None)
 
     def set_outcome(self, row: FireRow, outcome: Outcome) -> None:
@@ -206,11 +208,15 @@ class Tables:
             self.by_outcome[outcome][row.id] = row
 
     def set_run(self, row: FireRow, run_id: str | None) -> None:
-        if row.run_id is not None:
-            self.by_run.get(row.run_id, set()).discard(row.id)
+        self._unlink_run(row)
         row.run_id = run_id
         if run_id is not None:
-            self.by_run.setdefault(run_id, set()).add(row.id)
+            self.by_run.setdefault(run_id, []).append(row.id)
+
+    def _unlink_run(self, row: FireRow) -> None:
+        ids = None if row.run_id is None else self.by_run.get(row.run_id)
+        if ids and row.id in ids:
+            ids.remove(row.id)
 
     def settled(self, at: datetime | None) -> None:
         """Note a row settled at `at`, for `settled_floor`."""
@@ -242,7 +248,7 @@ class Tables:
             fires=fires,
             by_identity=dict(self.by_identity),
             by_key=dict(self.by_key),
-            by_run={run: set(ids) for run, ids in self.by_run.items()},
+            by_run={run: list(ids) for run, ids in self.by_run.items()},
             by_outcome=by_outcome,
             heartbeats=dict(self.heartbeats),
             meta=dict(self.meta),

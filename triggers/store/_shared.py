@@ -8,7 +8,7 @@ cannot deadlock on each other.
 from __future__ import annotations
 
 import operator
-import secrets
+import os
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar, cast
@@ -181,4 +181,4 @@ def _compiled(statement: sa.ClauseElement, dialect: sa.Dialect) -> SQLCompiler:
 
 def new_reservation() -> str:
     """A fencing token for one reservation: unique, cheap (a tick takes a thousand)."""
-    return secrets.token_hex(12)
+    return os.urandom(12).hex()  # what secrets.token_hex(12) returns, three calls fewer

@@ -10,6 +10,7 @@ or not at all. Nothing survives the process.
 
 from __future__ import annotations
 
+import operator
 import threading
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
@@ -173,7 +174,9 @@ class MemoryTriggerStore:
     ) -> list[ClaimResult]:
         if not requests:
             return []
-        with self._transaction(undo=bool(splits)):
+        # Without splits nothing is written before every request is decided and the
+        # runs have answered (`MemoryClaimBatch`): the lock alone makes it one transaction.
+        with self._undoable() if splits else self._lock:
             batch = MemoryClaimBatch(
                 self._tables,
                 requests,
@@ -296,8 +299,10 @@ class MemoryTriggerStore:
 
     def history(self, query: HistoryQuery) -> list[FireRecord]:
         with self._lock:
-            rows = [row for row in self._tables.fires.values() if _matches(row, query)]
-            rows.sort(key=lambda row: (row.occurrence_at, row.id), reverse=True)
+            rows = list(self._tables.fires.values())
+            if not _everything(query):
+                rows = [row for row in rows if _matches(row, query)]
+            rows.sort(key=_NEWEST_LAST, reverse=True)
             return [row.record() for row in rows[: query.limit]]
 
     def last_records(self) -> dict[str, FireRecord]:
@@ -392,15 +397,14 @@ class MemoryTriggerStore:
     # -- plumbing ---------------------------------------------------------------------
 
     @contextmanager
-    def _transaction(self, *, undo: bool) -> Iterator[None]:
-        """One transaction; with `undo`, one that may fail part-way and is rolled back."""
+    def _undoable(self) -> Iterator[None]:
+        """One transaction that may fail part-way, and is then rolled back."""
         with self._lock:
-            saved = self._tables.copy() if undo else None
+            saved = self._tables.copy()
             try:
                 yield
             except BaseException:
-                if saved is not None:
-                    self._tables = saved
+                self._tables = saved
                 raise
 
     def _row_of(self, claim: Claim) -> FireRow | None:
@@ -414,6 +418,20 @@ class MemoryTriggerStore:
         if row is None or row.reservation != claim.reservation:
             return None
         return row if row.outcome is Outcome.LAUNCHING else None
+
+
+_NEWEST_LAST = operator.attrgetter("occurrence_at", "id")
+
+
+def _everything(query: HistoryQuery) -> bool:
+    """Whether `query` keeps every row (a simulation reads the whole ledger)."""
+    return (
+        query.trigger_id is None
+        and not query.outcomes
+        and query.since is None
+        and query.until is None
+        and query.include_manual
+    )
 
 
 def _matches(row: FireRow, query: HistoryQuery) -> bool:
