@@ -202,6 +202,11 @@ def record_run_changes(conn: Connection, changes: Sequence[RunChange], now: date
         conn.execute(statement)
 
 
+_LAUNCHING_KEYS = sa.select(fires.c.idempotency_key).where(
+    fires.c.outcome == Outcome.LAUNCHING.value
+)
+
+
 def _launched_by_key(conn: Connection, changes: Sequence[RunChange], now: datetime) -> None:
     """A launch whose record was lost (the daemon died, or lost the database, after the
     runtime committed the run): the run names its occurrence by key, so it is recorded."""
@@ -209,11 +214,7 @@ def _launched_by_key(conn: Connection, changes: Sequence[RunChange], now: dateti
     if not keys:
         return
     # Almost always none: a cheap look first, by the outcome's index.
-    launching = set(
-        conn.execute(
-            sa.select(fires.c.idempotency_key).where(fires.c.outcome == Outcome.LAUNCHING.value)
-        ).scalars()
-    )
+    launching = set(conn.execute(_LAUNCHING_KEYS).scalars())
     keyed = [
         {"b_key": key, "b_run": run_id, "b_now": now}
         for key, run_id in keys.items()

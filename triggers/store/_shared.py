@@ -51,17 +51,23 @@ _MAX_SPECS = 100_000
 _STATE_COLUMNS = [column for column in triggers.c if column.name != "declaration"]
 
 
+_IDS: sa.BindParameter[str] = sa.bindparam("b_ids", expanding=True)
+_LOCK_TRIGGERS = (
+    sa.select(*_STATE_COLUMNS).where(triggers.c.id.in_(_IDS)).order_by(triggers.c.id)
+).with_for_update()
+_LOCK_TRIGGER_ROWS = (
+    sa.select(triggers.c.id, triggers.c.blocked_by)
+    .where(triggers.c.id.in_(_IDS))
+    .order_by(triggers.c.id)
+    .with_for_update()
+)
+
+
 def lock_triggers(conn: Connection, ids: Sequence[str]) -> dict[str, Trigger | StoreError]:
     """Read (and on PostgreSQL lock, in id order) the rows of `ids`, decoded."""
     found: dict[str, Trigger | StoreError] = {}
     for part in chunks(sorted(ids)):
-        statement = (
-            sa.select(*_STATE_COLUMNS)
-            .where(triggers.c.id.in_(part))
-            .order_by(triggers.c.id)
-            .with_for_update()
-        )
-        found.update(read_triggers(conn, statement))
+        found.update(read_triggers(conn, _LOCK_TRIGGERS, {"b_ids": list(part)}))
     return found
 
 
@@ -69,19 +75,16 @@ def lock_trigger_rows(conn: Connection, ids: Sequence[str]) -> dict[str, str | N
     """Lock the rows of `ids` (in id order), decoding nothing; their `blocked_by`, by id."""
     found: dict[str, str | None] = {}
     for part in chunks(sorted(ids)):
-        statement = (
-            sa.select(triggers.c.id, triggers.c.blocked_by)
-            .where(triggers.c.id.in_(part))
-            .order_by(triggers.c.id)
-            .with_for_update()
-        )
-        found.update((row.id, row.blocked_by) for row in conn.execute(statement))
+        rows = conn.execute(_LOCK_TRIGGER_ROWS, {"b_ids": list(part)})
+        found.update((row.id, row.blocked_by) for row in rows)
     return found
 
 
-def read_triggers(conn: Connection, statement: sa.Select[Any]) -> dict[str, Trigger | StoreError]:
+def read_triggers(
+    conn: Connection, statement: sa.Select[Any], params: Mapping[str, Any] | None = None
+) -> dict[str, Trigger | StoreError]:
     """Decode the trigger rows `statement` selects (`_STATE_COLUMNS`), in its order."""
-    rows = conn.execute(statement).mappings().all()
+    rows = conn.execute(statement, params).mappings().all()
     unknown = sorted({row["id"] for row in rows if row["digest"] not in _SPECS})
     broken: dict[str, StoreError] = {}
     for part in chunks(unknown):
