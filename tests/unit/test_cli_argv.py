@@ -90,3 +90,28 @@ def test_a_command_keeps_its_own_option_of_a_global_name(root: Any) -> None:
 )
 def test_json_errors_follow_the_requested_output(given: list[str], expected: bool) -> None:
     assert wants_json_errors(given) is expected
+
+
+def commands_of(args: list[str]) -> list[str]:
+    from triggers.cli._app import _command
+
+    return sorted(_command(args).commands)
+
+
+def test_an_invocation_builds_only_the_command_it_runs() -> None:
+    everything = commands_of([])
+    assert {"list", "status", "runs", "db", "run"} <= set(everything)
+
+    assert commands_of(["status"]) == ["status"]
+    assert commands_of(["--database-url", "sqlite:///x", "list", "--json"]) == ["list"]
+    assert commands_of(["runs", "logs", "r1"]) == ["runs"]
+    assert commands_of(["list", "--help"]) == ["list"]
+
+
+def test_what_names_no_command_plainly_gets_every_command() -> None:
+    everything = commands_of([])
+
+    assert commands_of(["--help"]) == everything
+    assert commands_of(["lisst"]) == everything  # Click suggests `list`
+    # "list" is the option's value here; the command is `status`.
+    assert commands_of(["--database-url", "list", "status"]) == everything

@@ -7,6 +7,7 @@ query start in a fraction of a second.
 
 from __future__ import annotations
 
+import copy
 import os
 import sys
 from collections.abc import Sequence
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from triggers.cli._argv import arrange, wants_json_errors
+from triggers.cli._argv import arrange, command_path, wants_json_errors
 from triggers.cli._output import Output
 
 if TYPE_CHECKING:
@@ -115,10 +116,36 @@ def _main(
     options.environment = None
 
 
+def _command(args: Sequence[str]) -> Any:
+    """The Click command for `args`: the application with only the command they name.
+
+    Typer builds a Click command from every command function's signature and
+    annotations, which costs more than most queries do; an invocation runs one
+    command, so that one is built. Whatever does not name a command plainly (no
+    command, `--help`, a misspelt one, completion) gets the whole application.
+    """
+    named = {
+        info.name or typer.main.get_command_name(info.callback.__name__): info  # type: ignore[union-attr]
+        for info in app.registered_commands
+    }
+    groups = {info.name: info for info in app.registered_groups}
+    name = next((word for word in args if word in named or word in groups), None)
+    if name is None or os.environ.get("_TRIGGERS_COMPLETE"):
+        return typer.main.get_command(app)
+    only = copy.copy(app)
+    only.registered_commands = [named[name]] if name in named else []
+    only.registered_groups = [groups[name]] if name in groups else []
+    command = typer.main.get_command(only)
+    if command_path(command, args)[:1] != [name]:
+        # The first plain word was an option's value: parse with every command.
+        return typer.main.get_command(app)
+    return command
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Console-script entry point: exit codes, usage errors and broken pipes handled here."""
     args = list(sys.argv[1:] if argv is None else argv)
-    command = typer.main.get_command(app)
+    command = _command(args)
     as_json = wants_json_errors(args)
     try:
         code = command.main(

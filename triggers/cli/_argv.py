@@ -50,6 +50,12 @@ def arrange(root: Any, args: Sequence[str]) -> list[str]:
     return [*kept, *for_root, *path, *for_command, *rest]
 
 
+def command_path(root: Any, args: Sequence[str]) -> list[str]:
+    """The path of the command `args` run (`["runs", "logs"]`), or [] when they run none."""
+    found = _find_command(root, list(args), _options(root))
+    return [] if found is None else found[1]
+
+
 def _find_command(
     root: Any, args: list[str], globals_: dict[str, bool]
 ) -> tuple[list[str], list[str], Any, int] | None:
