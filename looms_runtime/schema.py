@@ -17,6 +17,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from looms_runtime.columns import JsonType
+
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
     "uq": "uq_%(table_name)s_%(column_0_N_name)s",
@@ -27,25 +29,7 @@ NAMING_CONVENTION = {
 
 metadata = sa.MetaData(naming_convention=NAMING_CONVENTION)
 
-
-class _Json(sa.types.TypeDecorator[Any]):
-    """JSON, stored as JSONB on PostgreSQL.
-
-    A decorator rather than `with_variant(JSONB())`: the PostgreSQL dialect is imported
-    only when a PostgreSQL database is used, not by every command on SQLite."""
-
-    impl = sa.JSON
-    cache_ok = True
-
-    def load_dialect_impl(self, dialect: sa.Dialect) -> sa.types.TypeEngine[Any]:
-        if dialect.name == "postgresql":
-            from sqlalchemy.dialects.postgresql import JSONB  # noqa: PLC0415
-
-            return dialect.type_descriptor(JSONB())
-        return dialect.type_descriptor(sa.JSON())
-
-
-Json: Any = _Json()
+Json: Any = JsonType()
 
 _PARTIAL: list[tuple[sa.Index, sa.ColumnElement[bool]]] = []
 

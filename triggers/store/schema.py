@@ -12,6 +12,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from looms_runtime.columns import JsonType
 from triggers.clock import from_ms, to_ms
 
 NAMING_CONVENTION = {
@@ -40,23 +41,6 @@ class UtcDateTime(sa.types.TypeDecorator[datetime]):
 
     def process_result_value(self, value: Any, dialect: sa.Dialect) -> datetime | None:
         return None if value is None else from_ms(int(value))
-
-
-class JsonType(sa.types.TypeDecorator[Any]):
-    """JSON, stored as JSONB on PostgreSQL.
-
-    A decorator rather than `with_variant(JSONB())`: the PostgreSQL dialect is imported
-    only when a PostgreSQL database is used, not by every command on SQLite."""
-
-    impl = sa.JSON
-    cache_ok = True
-
-    def load_dialect_impl(self, dialect: sa.Dialect) -> sa.types.TypeEngine[Any]:
-        if dialect.name == "postgresql":
-            from sqlalchemy.dialects.postgresql import JSONB  # noqa: PLC0415
-
-            return dialect.type_descriptor(JSONB())
-        return dialect.type_descriptor(sa.JSON())
 
 
 # SQLite only aliases the rowid for INTEGER PRIMARY KEY, not BIGINT.

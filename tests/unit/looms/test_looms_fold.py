@@ -228,7 +228,8 @@ def test_nothing_follows_a_settled_run() -> None:
         fold([started, done, done])
 
 
-def test_an_attempt_dispatched_twice_is_refused() -> None:
+def _started_and_dispatched() -> tuple[NewEvent, NewEvent]:
+    """A run's first two events: started, and its step `s0` dispatched."""
     started = new_event(EventType.RUN_STARTED, flow="f", version="v", input=None)
     dispatched = new_event(
         EventType.EFFECT_DISPATCHED,
@@ -240,6 +241,11 @@ def test_an_attempt_dispatched_twice_is_refused() -> None:
         dispatched_at=0,
         deadline_at=None,
     )
+    return started, dispatched
+
+
+def test_an_attempt_dispatched_twice_is_refused() -> None:
+    started, dispatched = _started_and_dispatched()
 
     with pytest.raises(DuplicateEffectDispatchError):
         fold([started, dispatched, dispatched])
@@ -254,17 +260,7 @@ def test_evolve_makes_what_dataclasses_replace_makes() -> None:
     assert evolved == dataclasses.replace(state, **changed)
     assert evolved is not state
     assert state.seq == 3  # the original is untouched
-    started = new_event(EventType.RUN_STARTED, flow="f", version="v", input=None)
-    dispatched = new_event(
-        EventType.EFFECT_DISPATCHED,
-        effect_id="s0",
-        step_index=0,
-        kind="command",
-        attempt=1,
-        idempotent=True,
-        dispatched_at=0,
-        deadline_at=None,
-    )
+    started, dispatched = _started_and_dispatched()
     effect = fold([started, dispatched]).effects["s0"]
     assert evolve(effect, status="succeeded") == dataclasses.replace(effect, status="succeeded")
     assert type(evolve(effect)) is EffectState
