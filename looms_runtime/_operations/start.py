@@ -16,7 +16,8 @@ from sqlalchemy.engine import Connection
 
 from looms_runtime._canonical import canonical_json, json_text, new_run_id, text_digest
 from looms_runtime._engine.attempts import first_moves
-from looms_runtime._history.fold import fold
+from looms_runtime._history.fold import RunState, fold
+from looms_runtime._history.moves import Dispatch
 from looms_runtime._history.state import GRAPH, PYTHON
 from looms_runtime._store.committer import Committer
 from looms_runtime._store.loading import Prestarted, started_event
@@ -107,16 +108,27 @@ def start_within(
     results: list[RunHandle | LoomsError | None] = [None] * len(requests)
     batch: list[tuple[int, NewRun]] = []
     launches: dict[str, Prestarted] = {}
+    # A new run's first moves depend on its flow version and the instant, not on its
+    # input (the state after `run_started` holds none of it), so the runs of one flow
+    # version in a batch share them: planned once, their events' text made once.
+    planned: dict[tuple[str, str], tuple[tuple[Dispatch, ...], RunState, tuple[str, ...]]] = {}
     for index, request in enumerate(requests):
         try:
             new = prepare(request, owner=owner, now_ms=now_ms, kinds=kinds)
         except LoomsError as exc:
             results[index] = exc
             continue
-        flow = flows.get(new.flow, new.version)
-        first, state = first_moves(fold([started_event(new)]), flow, now_ms=now_ms, marker=marker)
-        if first:
+        key = (new.flow, new.version)
+        plan = planned.get(key)
+        if plan is None:
+            flow = flows.get(new.flow, new.version)
+            first, state = first_moves(
+                fold([started_event(new)]), flow, now_ms=now_ms, marker=marker
+            )
             dispatched = tuple(canonical_json(move.event.payload) for move in first)
+            plan = planned[key] = (first, state, dispatched)
+        first, state, dispatched = plan
+        if first:
             new = new._replace(dispatched_json=dispatched)
             launches[new.run_id] = Prestarted(new=new, launches=first, state=state)
         batch.append((index, new))

@@ -90,3 +90,48 @@ def test_a_key_started_within_is_idempotent_and_refuses_another_identity(
     assert again == RunHandle(run_id=first.run_id, created=False)
     assert isinstance(other, StartConflictError)
     assert count_runs(looms_db) == 1
+
+
+def echo(value: object) -> object:
+    """A Python step that returns its input."""
+    return value
+
+
+def test_runs_of_one_flow_in_a_batch_each_run_their_own_input(
+    make_runtime: MakeRuntime, looms_db: Database, tmp_path: Path
+) -> None:
+    runtime = make_runtime()
+    runtime.start()
+    version = runtime.register_flow(
+        "flow",
+        {
+            "kind": "steps",
+            "steps": [{"id": "echo", "type": "python", "ref": f"{__name__}:echo"}],
+        },
+    )
+    other = runtime.register_flow("other", command(tmp_path / "log"))
+
+    with looms_db.write() as conn:
+        results, after_commit = runtime.start_within(
+            conn,
+            [
+                request(version, key="a", value={"n": 1}),
+                StartRequest(flow="other", version=other, idempotency_key="b"),
+                request(version, key="c", value={"n": 3}),
+            ],
+        )
+    after_commit()
+
+    handles = [r for r in results if isinstance(r, RunHandle)]
+    assert len(handles) == 3
+    settled = [runtime.wait_settled(h.run_id, 30) for h in handles]
+    assert [s.status for s in settled] == ["completed"] * 3
+    outputs = [
+        next(e.payload.get("output") for e in runtime.get_events(h.run_id) if e.seq == 3)
+        for h in (handles[0], handles[2])
+    ]
+    assert outputs == [{"n": 1}, {"n": 3}]
+    assert lines(tmp_path / "log") == ["ran"]
+    for handle in handles:
+        types = [e.type for e in runtime.get_events(handle.run_id)]
+        assert types == ["run_started", "effect_dispatched", "effect_succeeded", "run_completed"]
