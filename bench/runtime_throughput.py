@@ -96,9 +96,9 @@ class TimedDatabase(Database):
         self.write_ms: list[float] = []
 
     @contextmanager
-    def write(self) -> Iterator[sa.Connection]:
+    def write(self, *, urgent: bool = False) -> Iterator[sa.Connection]:
         began = time.perf_counter()
-        with super().write() as conn:
+        with super().write(urgent=urgent) as conn:
             yield conn
         self.write_ms.append((time.perf_counter() - began) * 1000)
 

@@ -1,5 +1,5 @@
 """The benchmarks run and print their figures (bench/scale.py, burst.py, history.py,
-simulate.py).
+simulate.py, fire_latency.py, runtime_throughput.py).
 
 A smoke test with tiny figures, so the scripts keep working as the code changes: the
 figures themselves are machine-dependent and asserted nowhere (docs/benchmarks.md
@@ -9,6 +9,7 @@ quotes them, with the commands).
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -72,3 +73,26 @@ def test_simulate_reports_simulated_days_and_occurrences_per_second() -> None:
     assert found["occurrences"] >= found["runs"] > 0
     for key in ("seconds", "cpu_seconds", "days_per_s", "days_per_cpu_s", "load_average"):
         assert isinstance(found[key], float), key
+
+
+def test_fire_latency_reports_launches_and_step_starts() -> None:
+    found = bench("fire_latency.py", "--triggers", "3", "--seconds", "3", "--warmup", "2", "--json")
+    assert found["triggers"] == 3
+    assert found["launched"] == found["expected"] > 0
+    for key in ("launch_ms_p99", "step_start_ms_p99", "cpu_percent_of_core", "rss_mb"):
+        assert isinstance(found[key], int | float), key
+
+
+def test_runtime_throughput_reports_runs_per_second() -> None:
+    done = subprocess.run(
+        [sys.executable, str(BENCH / "runtime_throughput.py"), "--runs", "20", "--callers", "2"],
+        capture_output=True,
+        text=True,
+        timeout=200,
+        check=False,
+        env={k: v for k, v in os.environ.items() if k != "TRIGGERS_TEST_PG_URL"},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = [line.split() for line in done.stdout.splitlines() if line.startswith("sqlite")]
+    flows = {" ".join(row[1:4]) if row[1] == "1" else " ".join(row[1:3]) for row in rows}
+    assert {"1 python step", "0 steps", "raw commit"} <= flows
