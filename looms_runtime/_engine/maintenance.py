@@ -12,7 +12,9 @@
   cheap indexed poll, since only the owner of a run may append to it.
 - Sweep: our runs that should be moving but are not known to any worker here (a
   start whose commit answer was lost, a wake-up lost to a failure) are driven again.
-- Retention: hourly, when configured, settled runs past it are purged in batches.
+- Retention: hourly, when configured, settled runs past it are purged in batches; and
+  hourly, owners whose lease ended a week ago and that hold no unsettled run are
+  forgotten (every process is an owner: the table would only grow).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from looms_runtime._store.control import (
     lapse_owners,
     lapsed_owner_runs,
     local_owners,
+    prune_owners,
     release_owner,
     stranded_runs,
 )
@@ -55,6 +58,9 @@ STRANDED_AFTER_MS = 10_000
 """A run is stranded only this long after it should have moved: a busy worker is not a loss."""
 SWEEP_LIMIT = 1000
 RETENTION_EVERY_MS = 3_600_000
+OWNERS_KEPT_MS = 7 * 24 * 3_600_000
+"""An owner whose lease ended is forgotten a week later, once it holds no unsettled run
+(its row only says who holds a run, and a restarted process is a new owner)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -100,6 +106,7 @@ class Maintenance:
         self._next_takeover = 0
         self._next_sweep = 0
         self._next_purge = 0
+        self._next_owner_prune = 0
         self._polled_at = 0
         self._process = ProcessId.current()
         # A heartbeat must land well inside every lease, however short the lease is.
@@ -186,6 +193,12 @@ class Maintenance:
         if now >= self._next_purge and self._retention.runs_ms is not None:
             self._next_purge = now + RETENTION_EVERY_MS
             self.purge(now)
+        if now >= self._next_owner_prune:
+            self._next_owner_prune = now + RETENTION_EVERY_MS
+            with driver_errors(), self._db.write() as conn:
+                forgotten = prune_owners(conn, owner=self._owner, before_ms=now - OWNERS_KEPT_MS)
+            if forgotten:
+                log.info("owners_forgotten", count=forgotten)
 
     def _take_over(self, now: int) -> None:
         with driver_errors(), self._db.write() as conn:

@@ -168,6 +168,21 @@ def lapse_owners(conn: Connection, owners_gone: list[str], *, now_ms: int) -> No
         )
 
 
+_PRUNE_OWNERS = sa.delete(owners).where(
+    owners.c.expires_at < sa.bindparam("before_ms"),
+    owners.c.owner != sa.bindparam("owner"),
+    ~sa.select(runs.c.run_id)
+    .where(runs.c.lease_owner == owners.c.owner, runs.c.status.in_(UNSETTLED))
+    .exists(),
+)
+
+
+def prune_owners(conn: Connection, *, owner: str, before_ms: int) -> int:
+    """Forget owners whose lease ended before `before_ms` and that hold no unsettled run
+    (every process is an owner of its own: without this the table only grows)."""
+    return int(conn.execute(_PRUNE_OWNERS, {"before_ms": before_ms, "owner": owner}).rowcount)
+
+
 def release_owner(conn: Connection, *, owner: str, now_ms: int) -> None:
     """End this owner's lease now, so another owner may take its runs at once."""
     conn.execute(sa.update(owners).where(owners.c.owner == owner).values(expires_at=now_ms))
