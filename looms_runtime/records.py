@@ -40,10 +40,14 @@ class StartRequest:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunHandle:
-    """The run a start request resolved to; `created` is False for an existing run."""
+    """The run a start request resolved to; `created` is False for an existing run.
+
+    `completed` is True when the start completed the run too, in the same commit: its
+    flow had nothing to run (see `Runtime.start_within`)."""
 
     run_id: str
     created: bool
+    completed: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -272,6 +272,11 @@ class Runtime(RuntimeRequests):
         runs to the workers, which start their first attempts at once. (Should the
         caller die first, the stranded-run sweep and recovery find the runs.)
 
+        A run whose flow has nothing to run (no steps) is completed in the same commit,
+        its `run_completed` after its `run_started`, and its handle says `completed`: no
+        worker touches it, and neither `on_settled` nor `transition_hook` hears of it, for
+        the caller records it in the transaction it commits in.
+
         Returns:
             Per request, as `start_runs`, and the function to call after the commit.
         """
@@ -284,11 +289,15 @@ class Runtime(RuntimeRequests):
             now_ms=self._now_ms(),
             marker=self._runner.home.marker(),
         )
-        return results, lambda: self._seed_started(ops)
+        completed = [r.run_id for r in results if isinstance(r, RunHandle) and r.completed]
+        return results, lambda: self._seed_started(ops, completed)
 
-    def _seed_started(self, ops: list[tuple[str, Op]]) -> None:
+    def _seed_started(self, ops: list[tuple[str, Op]], completed: Sequence[str] = ()) -> None:
         """Hand runs just started to their workers: those whose first attempts were
-        dispatched with the start start them here and now, the others go to a worker."""
+        dispatched with the start start them here and now, the others go to a worker.
+        Whoever waits for a run `completed` in its start is woken."""
+        for run_id in completed:
+            self._waiters.notify(run_id)
         if not ops or self._state != "started":
             return
         here = [(run_id, op) for run_id, op in ops if isinstance(op.seed, Prestarted)]

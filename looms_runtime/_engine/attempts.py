@@ -10,7 +10,7 @@ from looms_runtime._effects.context import EffectContext
 from looms_runtime._history.definitions import FlowDef
 from looms_runtime._history.events import NewEvent
 from looms_runtime._history.fold import RunState, apply
-from looms_runtime._history.planner import Dispatch, plan
+from looms_runtime._history.planner import Dispatch, Emit, plan
 from looms_runtime._store.loading import LoadedRun
 
 
@@ -74,3 +74,26 @@ def first_moves(
 
 
 _MAX_FIRST_MOVES = 1000
+
+
+def completion_at_start(state: RunState, flow: FlowDef, *, now_ms: int) -> tuple[NewEvent, ...]:
+    """The events that complete a run just started without running anything (a flow with
+    no steps), to commit with its start; empty when the run has anything to do first.
+
+    Only a completion qualifies: the planner's answers must all be events to append
+    (no attempt, no wait, no timer) and end in `completed`. A run that would fail or
+    park at once goes to a worker as any other, where its transition is reported."""
+    events: list[NewEvent] = []
+    for _ in range(_MAX_SETTLING_MOVES):
+        move = plan(state, flow, now_ms=now_ms)
+        if not isinstance(move, Emit) or move.consumed:
+            return ()
+        for event in move.events:
+            state = apply(state, event)
+        events.extend(move.events)
+        if state.settled:
+            return tuple(events) if state.status == "completed" else ()
+    return ()
+
+
+_MAX_SETTLING_MOVES = 8

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping, Sequence
+from typing import NamedTuple
 
 import structlog
 from sqlalchemy.engine import Connection
 
 from looms_runtime._canonical import canonical_json, json_text, new_run_id, text_digest
-from looms_runtime._engine.attempts import first_moves
+from looms_runtime._engine.attempts import completion_at_start, first_moves
+from looms_runtime._history.events import EventType
 from looms_runtime._history.fold import RunState, fold
 from looms_runtime._history.moves import Dispatch
 from looms_runtime._history.state import GRAPH, PYTHON
@@ -98,7 +100,8 @@ def start_within(
     now_ms: int,
     marker: Mapping[str, str],
 ) -> tuple[list[RunHandle | LoomsError], list[tuple[str, Op]]]:
-    """Start runs inside the caller's transaction, their first attempts dispatched with them.
+    """Start runs inside the caller's transaction, their first attempts dispatched with them
+    (or, when their flow has nothing to run, their completion).
 
     Returns each request's handle or error, and the operations that hand the created
     runs to their workers once the caller's transaction committed (see
@@ -111,7 +114,7 @@ def start_within(
     # A new run's first moves depend on its flow version and the instant, not on its
     # input (the state after `run_started` holds none of it), so the runs of one flow
     # version in a batch share them: planned once, their events' text made once.
-    planned: dict[tuple[str, str], tuple[tuple[Dispatch, ...], RunState, tuple[str, ...]]] = {}
+    planned: dict[tuple[str, str], _Plan] = {}
     for index, request in enumerate(requests):
         try:
             new = prepare(request, owner=owner, now_ms=now_ms, kinds=kinds)
@@ -121,22 +124,45 @@ def start_within(
         key = (new.flow, new.version)
         plan = planned.get(key)
         if plan is None:
-            flow = flows.get(new.flow, new.version)
-            first, state = first_moves(
-                fold([started_event(new)]), flow, now_ms=now_ms, marker=marker
-            )
-            dispatched = tuple(canonical_json(move.event.payload) for move in first)
-            plan = planned[key] = (first, state, dispatched)
-        first, state, dispatched = plan
-        if first:
-            new = new._replace(dispatched_json=dispatched)
-            launches[new.run_id] = Prestarted(new=new, launches=first, state=state)
+            plan = planned[key] = _plan(new, flows, now_ms=now_ms, marker=marker)
+        if plan.first:
+            new = new._replace(dispatched_json=plan.dispatched)
+            launches[new.run_id] = Prestarted(new=new, launches=plan.first, state=plan.state)
+        elif plan.completion:
+            new = new._replace(completion=plan.completion, result_json=plan.result_json)
         batch.append((index, new))
     if not batch:
         return [r for r in results if r is not None], []
     found = insert_runs(conn, [new for _, new in batch])
     seeds = _resolve(batch, found, results, owner=owner, seeds=launches)
     return [r for r in results if r is not None], seeds
+
+
+class _Plan(NamedTuple):
+    """What a new run of one flow version does in its start: its first attempts (their
+    dispatch events' text, and its state with them), or the events that complete it."""
+
+    first: tuple[Dispatch, ...]
+    state: RunState
+    dispatched: tuple[str, ...]
+    completion: tuple[tuple[str, int, str], ...]
+    result_json: str
+
+
+def _plan(new: NewRun, flows: FlowRegistry, *, now_ms: int, marker: Mapping[str, str]) -> _Plan:
+    flow = flows.get(new.flow, new.version)
+    started = fold([started_event(new)])
+    first, state = first_moves(started, flow, now_ms=now_ms, marker=marker)
+    dispatched = tuple(canonical_json(move.event.payload) for move in first)
+    completion: tuple[tuple[str, int, str], ...] = ()
+    result_json = "null"
+    if not first:
+        events = completion_at_start(started, flow, now_ms=now_ms)
+        completion = tuple((e.type, e.version, canonical_json(e.payload)) for e in events)
+        for event in events:
+            if event.type == EventType.RUN_COMPLETED.value:
+                result_json = canonical_json(event.payload.get("result"))
+    return _Plan(first, state, dispatched, completion, result_json)
 
 
 def _resolve(
@@ -152,6 +178,9 @@ def _resolve(
     ops: list[tuple[str, Op]] = []
     for (index, new), existing in zip(batch, found, strict=True):
         if existing is None:
+            if new.completion:  # completed in its start: nothing for a worker to do
+                results[index] = RunHandle(run_id=new.run_id, created=True, completed=True)
+                continue
             results[index] = RunHandle(run_id=new.run_id, created=True)
             ops.append((new.run_id, Op("drive", seed=seeds.get(new.run_id, new))))
             continue

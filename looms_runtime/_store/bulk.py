@@ -34,6 +34,8 @@ _RUN_COLUMNS = (
     "lease_epoch",
     "created_at",
     "updated_at",
+    "result",
+    "settled_at",
 )
 _EVENT_COLUMNS = ("run_id", "seq", "type", "version", "payload", "created_at")
 _NAMED = re.compile(r"%\((\w+)\)s")

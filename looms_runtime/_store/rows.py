@@ -77,6 +77,11 @@ class NewRun(NamedTuple):
     dispatched_json: tuple[str, ...] = ()
     """`effect_dispatched` payloads committed with the start (the run's first attempts),
     as their canonical texts; they follow `run_started` in the log."""
+    completion: tuple[tuple[str, int, str], ...] = ()
+    """The events that complete the run, committed with its start (its flow has nothing
+    to run): type, version and payload text of each; they follow `run_started`."""
+    result_json: str = "null"
+    """The result of a run completed at its start, as its canonical text."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -1,5 +1,8 @@
 """The write of a batch of starts, inside the committer's transaction.
 
+A run whose flow has nothing to run is inserted completed, its completion in the
+log after `run_started` (see `Runtime.start_within`).
+
 `ON CONFLICT DO NOTHING` on the idempotency key makes the unique index the arbiter:
 of two concurrent starts with one key (threads, processes, or two requests of one
 batch), exactly one inserts; the others read the winner back. A run purged by
@@ -33,16 +36,18 @@ def insert_runs(conn: Connection, new: Sequence[NewRun]) -> list[ExistingRun | N
             r.version,
             r.idempotency_key,
             r.identity_hash,
-            "active",
+            "completed" if r.completion else "active",
             r.input_json,
             r.env_json,
             r.attributes_json,
-            1 + len(r.dispatched_json),
+            1 + len(r.dispatched_json) + len(r.completion),
             0,
             r.owner,
             1,
             r.now_ms,
             r.now_ms,
+            r.result_json if r.completion else None,
+            r.now_ms if r.completion else None,
         )
         for r in new
     ]
@@ -61,6 +66,11 @@ def insert_runs(conn: Connection, new: Sequence[NewRun]) -> list[ExistingRun | N
             (r.run_id, seq, "effect_dispatched", 1, payload, r.now_ms)
             for r in fresh
             for seq, payload in enumerate(r.dispatched_json, start=2)
+        ]
+        event_rows += [
+            (r.run_id, seq, kind, version, payload, r.now_ms)
+            for r in fresh
+            for seq, (kind, version, payload) in enumerate(r.completion, start=2)
         ]
         bulk_insert(conn, "events", event_rows)
     taken = [r.idempotency_key for r in new if r.run_id not in inserted]

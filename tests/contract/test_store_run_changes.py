@@ -20,6 +20,7 @@ from triggers.scheduler.liveness import UnknownHost, gone_owners
 from triggers.store.protocol import (
     Claim,
     ClaimRequest,
+    CompletedRun,
     Heartbeat,
     HistoryQuery,
     Launch,
@@ -215,22 +216,25 @@ def test_a_daemon_is_gone_when_it_stopped_or_stopped_ticking_for_an_owner_lease(
 def test_fires_launched_within_the_claim_are_recorded_launched_in_one_commit(
     store: TriggerStore,
 ) -> None:
-    store.apply([spec("a"), spec("b"), spec("c")], now=T0)
+    store.apply([spec("a"), spec("b"), spec("c"), spec("d")], now=T0)
     seen: list[str] = []
     committed: list[bool] = []
 
-    def launch(tx: object, claims: Sequence[Claim]) -> tuple[list[str | TriggersError], Any]:
+    def launch(
+        tx: object, claims: Sequence[Claim]
+    ) -> tuple[list[str | CompletedRun | TriggersError], Any]:
         seen.extend(claim.idempotency_key for claim in claims)
-        results: list[str | TriggersError] = [
+        results: list[str | CompletedRun | TriggersError] = [
             "run-a",
             RunnerRefusedError("no flow 'gone' at version 'v'"),
             RunnerError("the runtime did not answer"),
+            CompletedRun("run-d"),
         ]
         return results, lambda: committed.append(True)
 
     at = T0 + timedelta(minutes=1)
     results = store.claim(
-        [ClaimRequest(trigger_id=t, occurrence_at=at, expected_revision=1) for t in "abc"],
+        [ClaimRequest(trigger_id=t, occurrence_at=at, expected_revision=1) for t in "abcd"],
         owner="o",
         host="h",
         now=at,
@@ -238,12 +242,13 @@ def test_fires_launched_within_the_claim_are_recorded_launched_in_one_commit(
         launch_within=launch,
     )
 
-    assert seen == [f"{t}:2026-01-01T00:01:00Z" for t in "abc"]
+    assert seen == [f"{t}:2026-01-01T00:01:00Z" for t in "abcd"]
     assert committed == [True]
-    a, b, c = (r for r in results if isinstance(r, Claim))
-    assert (a.run_id, a.launches) == ("run-a", False)
+    a, b, c, d = (r for r in results if isinstance(r, Claim))
+    assert (a.run_id, a.launches, a.completed) == ("run-a", False, False)
     assert (b.refused, b.launches) == ("no flow 'gone' at version 'v'", False)
     assert (c.run_id, c.launches, c.retry_at) == (None, False, at + timedelta(seconds=5))
+    assert (d.run_id, d.launches, d.completed, d.trigger.active_count) == ("run-d", False, True, 0)
     rows = {r.trigger_id: r for r in store.history(HistoryQuery())}
     assert (rows["a"].outcome, rows["a"].run_id, rows["a"].launched_at) == (
         Outcome.LAUNCHED,
@@ -252,9 +257,19 @@ def test_fires_launched_within_the_claim_are_recorded_launched_in_one_commit(
     )
     assert (rows["b"].outcome, rows["b"].error) == (Outcome.FAILED, "no flow 'gone' at version 'v'")
     assert (rows["c"].outcome, rows["c"].error) == (Outcome.LAUNCHING, "the runtime did not answer")
+    # Completed in its start: settled in the same commit, nothing left to watch or count.
+    assert (
+        rows["d"].outcome,
+        rows["d"].run_id,
+        rows["d"].launched_at,
+        rows["d"].settled_at,
+        rows["d"].error,
+    ) == (Outcome.COMPLETED, "run-d", at, at, None)
+    assert [run.run_id for run in store.active_runs()] == ["run-a"]
     # Retried by the pending pass once its retry is due, not before.
     assert store.take_pending(owner="o", host="h", now=at, lease=LEASE) == []
     [again] = store.take_pending(owner="o", host="h", now=at + timedelta(seconds=5), lease=LEASE)
     assert again.trigger_id == "c"
-    stored = [store.get_trigger(t) for t in "abc"]
-    assert [t.active_count if t else None for t in stored] == [1, 0, 1]
+    stored = [store.get_trigger(t) for t in "abcd"]
+    assert [t.active_count if t else None for t in stored] == [1, 0, 1, 0]
+    assert [t.runs_launched if t else None for t in stored] == [1, 1, 1, 1]

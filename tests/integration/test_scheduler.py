@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import timedelta
 
 import pytest
@@ -406,3 +406,35 @@ def test_many_new_triggers_are_compiled_a_batch_per_tick_and_all_fire(
     harness.advance(timedelta(minutes=1))
     assert len(harness.scheduler._timetable.entries) == 5
     assert sorted(r.trigger_id for r in harness.history()) == [f"t{n}" for n in range(5)]
+
+
+def test_a_run_completed_in_its_start_is_settled_in_the_claim_and_never_watched(
+    database: Database,
+) -> None:
+    runner = FakeRunner()
+    runner.empty_flows.add("noop")
+    inspected: list[str] = []
+    inspect = runner.inspect
+
+    def inspecting(run_ids: Sequence[str]) -> dict[str, RunStatus]:
+        inspected.extend(run_ids)
+        return inspect(run_ids)
+
+    runner.inspect = inspecting  # type: ignore[method-assign]
+    h = Harness(database, start=T0, runner=runner)
+    settled: list[tuple[str, str]] = []
+    h.scheduler.metrics.run_settled = lambda trigger_id, outcome, at: settled.append(  # type: ignore[method-assign]
+        (trigger_id, outcome)
+    )
+    h.apply([spec("e", every=timedelta(minutes=1), max_active=1)])
+    h.run_until(T0 + timedelta(minutes=5))
+    h.close()
+
+    rows = h.history("e")
+    # `max_active: 1` and `skip`: a run never held beyond its start blocks no occurrence.
+    assert [r.outcome for r in rows] == [Outcome.COMPLETED] * 5
+    assert all(r.launched_at == r.settled_at == r.occurrence_at for r in rows)
+    assert inspected == []  # the monitor watched none of them
+    assert settled == [("e", "completed")] * 5
+    stored = h.store.get_trigger("e")
+    assert stored is not None and (stored.active_count, stored.runs_launched) == (0, 5)

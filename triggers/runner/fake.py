@@ -17,6 +17,8 @@ class FakeRunner:
     Args:
         auto_complete: settle every run as completed the moment it starts.
         fail_starts: idempotency keys whose start raises RunnerError (transiently).
+        empty_flows: flows with nothing to run: `start_within` completes their runs in
+            the start, as the embedded runtime does (nothing reports them settling).
     """
 
     settles_ledger = False
@@ -27,6 +29,7 @@ class FakeRunner:
         """As the embedded runtime does (a fire in one commit); False exercises the
         launcher's reservations, as a runner off the store's database would."""
         self.fail_starts: set[str] = set()
+        self.empty_flows: set[str] = set()
         self.requests: list[LaunchRequest] = []
         self.cancelled: list[str] = []
         self._runs: dict[str, RunStatus] = {}
@@ -79,7 +82,17 @@ class FakeRunner:
         self, tx: object, requests: Sequence[LaunchRequest]
     ) -> tuple[list[RunHandle | RunnerError], AfterCommit]:
         """`start`, answering at once; the fake keeps no state in the store's database."""
-        return self.start(requests), lambda: None
+        results = self.start(requests)
+        for index, (request, result) in enumerate(zip(requests, results, strict=True)):
+            if (
+                isinstance(result, RunHandle)
+                and result.created
+                and request.flow in self.empty_flows
+            ):
+                with self._lock:
+                    self._runs[result.run_id] = RunStatus(state="completed")
+                results[index] = RunHandle(run_id=result.run_id, created=True, completed=True)
+        return results, lambda: None
 
     def inspect(self, run_ids: Sequence[str]) -> dict[str, RunStatus]:
         with self._lock:

@@ -129,4 +129,4 @@ def _handle(outcome: LoomsRunHandle | LoomsError) -> RunHandle | RunnerError:
         return RunnerRefusedError(str(outcome))
     if isinstance(outcome, LoomsError):
         return RunnerError(str(outcome))
-    return RunHandle(run_id=outcome.run_id, created=outcome.created)
+    return RunHandle(run_id=outcome.run_id, created=outcome.created, completed=outcome.completed)

@@ -30,10 +30,14 @@ class LaunchRequest:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunHandle:
-    """A run the runtime holds for a key; `created` is False when it already existed."""
+    """A run the runtime holds for a key; `created` is False when it already existed.
+
+    `completed` is True when `start_within` completed the run in the same transaction
+    (its flow had nothing to run): nothing will report it settling."""
 
     run_id: str
     created: bool
+    completed: bool = False
 
 
 SettledCallback = Callable[[str, RunStatus], None]

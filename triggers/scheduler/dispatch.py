@@ -232,7 +232,9 @@ class Dispatcher:
                 self._account(result)
             if result.run_id is not None:
                 report.launched += 1
-                self._launcher.launched(result, result.run_id, self._clock.now())
+                self._launcher.launched(
+                    result, result.run_id, self._clock.now(), completed=result.completed
+                )
             elif result.refused is not None:
                 self._launcher.refused(result, result.refused)
             elif result.retry_at is not None:

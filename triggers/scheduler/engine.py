@@ -435,9 +435,13 @@ class Scheduler:
                 self.pending.want()
                 return
 
-    def _on_launched(self, trigger_id: str, run_id: str) -> None:
-        """Launcher thread: a run started. Under `supersede`, occurrences buffered
-        behind its reservation can now supersede it."""
+    def _on_launched(self, trigger_id: str, run_id: str, completed: bool) -> None:
+        """Launcher thread: a run started (or, with nothing to run, completed at once).
+        Under `supersede`, occurrences buffered behind its reservation can now
+        supersede it."""
+        if completed:
+            self.monitor.completed_at_start(trigger_id, run_id)
+            return
         self.monitor.watch(trigger_id, run_id)
         entry = self._timetable.entries.get(trigger_id)
         if (

@@ -25,7 +25,14 @@ from triggers.metrics import Metrics
 from triggers.model import Action
 from triggers.runner.protocol import AfterCommit, LaunchRequest, RunHandle, Runner
 from triggers.scheduler.deadlines import DeadlineRunner
-from triggers.store.protocol import Claim, Launch, LaunchWithin, Settlement, TriggerStore
+from triggers.store.protocol import (
+    Claim,
+    CompletedRun,
+    Launch,
+    LaunchWithin,
+    Settlement,
+    TriggerStore,
+)
 
 log = structlog.get_logger()
 
@@ -58,12 +65,12 @@ def launcher_within(runner: Runner) -> LaunchWithin:
 
     def launch(
         tx: object, claims: Sequence[Claim]
-    ) -> tuple[list[str | TriggersError], AfterCommit]:
+    ) -> tuple[list[str | CompletedRun | TriggersError], AfterCommit]:
         results, after_commit = runner.start_within(tx, [launch_request(c) for c in claims])
-        found: list[str | TriggersError] = []
+        found: list[str | CompletedRun | TriggersError] = []
         for claim, result in zip(claims, results, strict=True):
             if isinstance(result, RunHandle):
-                found.append(result.run_id)
+                found.append(CompletedRun(result.run_id) if result.completed else result.run_id)
             elif (named := _named_run(claim, result)) is not None:
                 found.append(named)
             else:
@@ -103,7 +110,7 @@ class Launcher:
         store: TriggerStore,
         runner: DeadlineRunner,
         clock: Clock,
-        on_launched: Callable[[str, str], None],
+        on_launched: Callable[[str, str, bool], None],
         on_deferred: Callable[[datetime], None],
         metrics: Metrics,
         workers: int = 2,
@@ -296,8 +303,11 @@ class Launcher:
                 continue
             self.launched(launch.claim, launch.run_id, now)
 
-    def launched(self, claim: Claim, run_id: str, now: datetime) -> None:
-        """A run is recorded `launched` for the claim (here, or in the claim's own commit)."""
+    def launched(
+        self, claim: Claim, run_id: str, now: datetime, *, completed: bool = False
+    ) -> None:
+        """A run is recorded `launched` for the claim (here, or in the claim's own commit),
+        or `completed` with it in the claim's commit (a flow with nothing to run)."""
         latency = (now - claim.occurrence_at).total_seconds()
         self._metrics.fire_latency.observe(latency)
         self._metrics.fired("launched")
@@ -310,7 +320,7 @@ class Launcher:
                 occurrence_at=iso(claim.occurrence_at),
                 latency_ms=round(latency * 1000, 1),
             )
-        self._on_launched(trigger_id, run_id)
+        self._on_launched(trigger_id, run_id, completed)
 
     def deferred(self, claim: Claim, retry_at: datetime) -> None:
         """A start within the claim failed without an answer: it is retried from `retry_at`."""

@@ -86,6 +86,23 @@ class Monitor:
             if run_id in self._reported:
                 self._wake.notify_all()
 
+    def completed_at_start(self, trigger_id: str, run_id: str) -> None:
+        """A run completed in its claim's own commit (its flow had nothing to run): the
+        ledger holds it settled already, so nothing is watched; it is counted and logged
+        as a run the monitor saw settle."""
+        now = self._clock.now()
+        self._metrics.run_settled(trigger_id, "completed", now)
+        self._metrics.fired("completed")
+        if log.is_enabled_for(logging.INFO):
+            log.info(
+                "run_finished",
+                trigger_id=trigger_id,
+                run_id=run_id,
+                outcome="completed",
+                error=None,
+            )
+        self._on_settled({trigger_id})
+
     def adopt(self, runs: Iterable[tuple[str, str]]) -> int:
         """Watch `(trigger_id, run_id)` pairs the ledger holds as launched; returns how
         many were new to this monitor."""

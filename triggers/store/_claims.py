@@ -86,6 +86,7 @@ class _Decided:
     run_id: str | None = None
     refused: str | None = None
     retry_at: datetime | None = None
+    completed: bool = False
 
 
 class ClaimBatch:
@@ -189,15 +190,20 @@ class ClaimBatch:
             )
             row = rows[(trigger.id, to_ms(request.occurrence_at), request.manual_key)]
             batch.append((claim, row, self._counters[trigger.id]))
-        run_ids, refusals, self.after_commit = launch_within(
-            self._conn, batch, launch, now_ms=self._now_ms
-        )
+        launched = launch_within(self._conn, batch, launch, now_ms=self._now_ms)
+        self.after_commit = launched.after_commit
         decided = list(decided)
-        for (index, _), run_id, refused in zip(fires, run_ids, refusals, strict=True):
+        for (index, _), run_id, refused, completed in zip(
+            fires, launched.run_ids, launched.refusals, launched.completed, strict=True
+        ):
             deferred = run_id is None and refused is None
             retry_at = self._now + timedelta(milliseconds=RETRY_AFTER_MS) if deferred else None
             decided[index] = dataclasses.replace(
-                decided[index], run_id=run_id, refused=refused, retry_at=retry_at
+                decided[index],
+                run_id=run_id,
+                refused=refused,
+                retry_at=retry_at,
+                completed=completed,
             )
         return decided
 
@@ -465,6 +471,7 @@ class ClaimBatch:
                     run_id=item.run_id,
                     refused=item.refused,
                     retry_at=item.retry_at,
+                    completed=item.completed,
                 )
             )
         return final

@@ -24,7 +24,14 @@ from triggers.store._decide import Counters, Decision, blocks_new_claims, decide
 from triggers.store._inline import RETRY_AFTER_MS
 from triggers.store._memory_rows import FireRow, Tables, cut
 from triggers.store._shared import new_reservation
-from triggers.store.protocol import Claim, ClaimRequest, ClaimResult, LaunchWithin, RangeSplit
+from triggers.store.protocol import (
+    Claim,
+    ClaimRequest,
+    ClaimResult,
+    CompletedRun,
+    LaunchWithin,
+    RangeSplit,
+)
 
 _OUTCOMES = {
     Action.FIRE: Outcome.LAUNCHING,
@@ -48,6 +55,7 @@ class _Decided:
     refused: str | None = None
     retry_at: datetime | None = None
     row: FireRow | None = None
+    completed: bool = False
 
 
 class MemoryClaimBatch:
@@ -352,7 +360,13 @@ class MemoryClaimBatch:
         for item, result in zip(fires, results, strict=True):
             row = item.row
             assert row is not None  # noqa: S101 (fires are the decided rows)
-            if isinstance(result, str):
+            if isinstance(result, CompletedRun):
+                row.outcome, row.run_id = Outcome.COMPLETED, result.run_id
+                row.launched_at = row.settled_at = self._now
+                row.reservation = row.lease_owner = row.lease_expires_at = None
+                self._counters[row.trigger_id].active_count -= 1
+                item.run_id, item.completed = result.run_id, True
+            elif isinstance(result, str):
                 row.outcome, row.run_id, row.launched_at = Outcome.LAUNCHED, result, self._now
                 row.reservation = row.lease_owner = row.lease_expires_at = None
                 item.run_id = result
@@ -439,6 +453,7 @@ class MemoryClaimBatch:
                     run_id=item.run_id,
                     refused=item.refused,
                     retry_at=item.retry_at,
+                    completed=item.completed,
                 )
             )
         return final

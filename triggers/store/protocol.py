@@ -53,6 +53,9 @@ class Claim:
     """Set when that start was refused for good (the row is `failed` with this error)."""
     retry_at: datetime | None = None
     """Set when that start failed otherwise: the pending pass retries it from then."""
+    completed: bool = False
+    """Set with `run_id` when that run completed in the same transaction (its flow had
+    nothing to run): the row is `completed`, and no settlement will follow."""
 
     @property
     def trigger_id(self) -> str:
@@ -68,11 +71,21 @@ class Claim:
 
 ClaimResult = Claim | TriggersError
 
+
+@dataclass(frozen=True, slots=True)
+class CompletedRun:
+    """A run started within a claim that completed in the same transaction."""
+
+    run_id: str
+
+
 LaunchWithin = Callable[
-    [object, Sequence[Claim]], tuple[list["str | TriggersError"], Callable[[], None]]
+    [object, Sequence[Claim]],
+    tuple[list["str | CompletedRun | TriggersError"], Callable[[], None]],
 ]
 """Starts the runs of fire claims inside the claim's transaction (given as its first
-argument): per claim its run id or the error, and what to call after the commit."""
+argument): per claim its run id (a `CompletedRun` when the run is done already) or the
+error, and what to call after the commit."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

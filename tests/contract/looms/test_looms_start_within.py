@@ -135,3 +135,69 @@ def test_runs_of_one_flow_in_a_batch_each_run_their_own_input(
     for handle in handles:
         types = [e.type for e in runtime.get_events(handle.run_id)]
         assert types == ["run_started", "effect_dispatched", "effect_succeeded", "run_completed"]
+
+
+def test_a_run_with_nothing_to_run_completes_in_its_start_as_a_worker_would_complete_it(
+    make_runtime: MakeRuntime, looms_db: Database
+) -> None:
+    settled: list[str] = []
+    transitions: list[str] = []
+    runtime = make_runtime(
+        on_settled=lambda event: settled.append(event.run_id),
+        transition_hook=lambda conn, changes: transitions.extend(c.run_id for c in changes),
+    )
+    runtime.start()
+    version = runtime.register_flow("flow", {"kind": "steps", "steps": []})
+
+    with looms_db.write() as conn:
+        results, after_commit = runtime.start_within(conn, [request(version, key="within")])
+    after_commit()
+    [by_worker] = runtime.start_runs([request(version, key="worker")])
+    assert isinstance(by_worker, RunHandle)
+    assert runtime.wait_settled(by_worker.run_id, 30).status == "completed"
+
+    [handle] = results
+    assert isinstance(handle, RunHandle)
+    assert (handle.created, handle.completed) == (True, True)
+    info = runtime.wait_settled(handle.run_id, 5)
+    assert (info.status, info.error) == ("completed", None)
+    assert info.settled_at is not None
+    # The same log as a worker writes; nothing else hears of it: the caller records it.
+    logs = [
+        [(e.seq, e.type, e.version, e.payload) for e in runtime.get_events(run_id)]
+        for run_id in (handle.run_id, by_worker.run_id)
+    ]
+    assert logs[0] == logs[1]
+    assert [seq for seq, *_ in logs[0]] == [1, 2]
+    assert settled == [by_worker.run_id]
+    assert transitions == [by_worker.run_id]
+    with looms_db.read() as conn:
+        rows = {
+            row.run_id: row
+            for row in conn.execute(
+                sa.select(runs.c.run_id, runs.c.status, runs.c.last_seq, runs.c.result)
+            )
+        }
+    assert (rows[handle.run_id].status, rows[handle.run_id].last_seq) == ("completed", 2)
+    assert rows[handle.run_id].result == rows[by_worker.run_id].result
+
+
+def test_a_run_completed_in_a_start_that_rolls_back_does_not_exist(
+    make_runtime: MakeRuntime, looms_db: Database
+) -> None:
+    runtime = make_runtime()
+    version = runtime.register_flow("flow", {"kind": "steps", "steps": []})
+
+    handles: list[object] = []
+
+    def failing_caller() -> None:
+        with looms_db.write() as conn:
+            handles.extend(runtime.start_within(conn, [request(version)])[0])
+            raise RuntimeError("the caller's own write failed")
+
+    with pytest.raises(RuntimeError):
+        failing_caller()
+
+    [handle] = handles
+    assert isinstance(handle, RunHandle) and handle.completed
+    assert count_runs(looms_db) == 0
