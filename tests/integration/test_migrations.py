@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -156,3 +158,30 @@ def test_a_postgresql_database_that_does_not_exist_is_a_configuration_error(
     with pytest.raises(DatabaseMissingError, match="does not exist") as caught:
         open_database(location)
     assert caught.value.exit_code == 78
+
+
+_OPEN = """
+import sys
+from triggers.locations import DatabaseLocation
+from triggers.store.database import open_database
+open_database(DatabaseLocation(url=sys.argv[1], source="test"), create=True).dispose()
+"""
+
+
+def test_processes_started_together_on_an_empty_database_migrate_it_once(
+    empty_db: Database,
+) -> None:
+    # Three daemons of one deploy, started at once: each finds the database empty.
+    url = empty_db.url.render_as_string(hide_password=False)
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-c", _OPEN, url], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        for _ in range(3)
+    ]
+    answers = [process.communicate(timeout=120) for process in processes]
+
+    assert [process.returncode for process in processes] == [0, 0, 0], answers
+    assert ensure_schema(empty_db).current == SCHEMA_HEAD
+    with empty_db.engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT count(*) FROM alembic_version")).scalar() == 1

@@ -120,13 +120,26 @@ def schema_state(db: Database) -> SchemaState:
     return SchemaState(current=current, head=head_revision(), empty=empty)
 
 
+_MIGRATION_LOCK = 0x7472_6967_6765_7273  # "triggers": the advisory lock of migrations
+
+
 def upgrade(db: Database, revision: str = "head") -> SchemaState:
-    """Apply migrations up to `revision` in-process."""
+    """Apply migrations up to `revision` in-process.
+
+    On PostgreSQL, processes migrating one database take turns (a transaction-scoped
+    advisory lock): several daemons started at once on an empty database do not race
+    to create the same tables; the first migrates, the others then find the schema
+    current and migrate nothing. (SQLite's one writer serializes them already.)
+    """
     from alembic import command  # noqa: PLC0415
 
     config = alembic_config()
     try:
         with db.write() as conn:
+            if conn.dialect.name == "postgresql":
+                conn.execute(
+                    sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK}
+                )
             config.attributes["connection"] = conn
             command.upgrade(config, revision)
     except OperationalError as exc:
