@@ -20,7 +20,9 @@ def effect_context(
     """What one attempt of a steps flow's effect gets from its run."""
     header = run.header
     step = decision.step
-    input_json = canonical_json(header.input)
+    input_json = header.input_json
+    if input_json is None:
+        input_json = canonical_json(header.input)
     return EffectContext(
         run_id=header.run_id,
         effect_id=step.id,

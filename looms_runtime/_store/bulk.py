@@ -28,15 +28,17 @@ _RUN_COLUMNS = (
     "input",
     "env",
     "attributes",
+    "result",
     "last_seq",
     "snapshot_seq",
     "lease_owner",
     "lease_epoch",
     "created_at",
     "updated_at",
-    "result",
     "settled_at",
 )
+"""In the table's order, as the compiled statement names them: rows go to the driver as
+they are built, without reordering."""
 _EVENT_COLUMNS = ("run_id", "seq", "type", "version", "payload", "created_at")
 _NAMED = re.compile(r"%\((\w+)\)s")
 _compiled: dict[tuple[str, str], tuple[str, tuple[int, ...] | None]] = {}

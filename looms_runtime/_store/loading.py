@@ -211,7 +211,7 @@ def seeded(
 ) -> LoadedRun:
     """The working copy of a just-inserted run, built without reading it back (`state`:
     its state with `dispatched` folded in, when the caller has it already)."""
-    started = started_event(new)
+    env_json, attributes_json = new.env_json, new.attributes_json
     header = RunHeader(
         run_id=new.run_id,
         flow=new.flow,
@@ -219,9 +219,9 @@ def seeded(
         idempotency_key=new.idempotency_key,
         identity_hash=new.identity_hash,
         status="active",
-        input=started.payload["input"],
-        env=json.loads(new.env_json),
-        attributes=json.loads(new.attributes_json),
+        input=json.loads(new.input_json),
+        env={} if env_json == "{}" else json.loads(env_json),
+        attributes={} if attributes_json == "{}" else json.loads(attributes_json),
         result=None,
         error=None,
         last_seq=1 + len(dispatched),
@@ -232,7 +232,8 @@ def seeded(
         created_at=new.now_ms,
         updated_at=new.now_ms,
         settled_at=None,
+        input_json=new.input_json,
     )
     if state is None:
-        state = fold([started, *dispatched])
+        state = fold([started_event(new), *dispatched])
     return LoadedRun(header=header, flow=flow, state=state, snapshot_seq=0, inbox=[])

@@ -35,6 +35,9 @@ class RunHeader:
     updated_at: int
     settled_at: int | None
     purged_at: int | None = None
+    input_json: str | None = None
+    """The canonical text of `input`, when the header was built from it (a run just
+    started): an attempt's copy of its input is decoded from it, not encoded again."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -40,13 +40,13 @@ def insert_runs(conn: Connection, new: Sequence[NewRun]) -> list[ExistingRun | N
             r.input_json,
             r.env_json,
             r.attributes_json,
+            r.result_json if r.completion else None,
             1 + len(r.dispatched_json) + len(r.completion),
             0,
             r.owner,
             1,
             r.now_ms,
             r.now_ms,
-            r.result_json if r.completion else None,
             r.now_ms if r.completion else None,
         )
         for r in new

@@ -198,8 +198,14 @@ class ClaimBatch:
         ):
             deferred = run_id is None and refused is None
             retry_at = self._now + timedelta(milliseconds=RETRY_AFTER_MS) if deferred else None
-            decided[index] = dataclasses.replace(
-                decided[index],
+            item = decided[index]
+            decided[index] = _Decided(
+                item.request,
+                item.key,
+                item.action,
+                item.reason,
+                item.reservation,
+                item.supersedes,
                 run_id=run_id,
                 refused=refused,
                 retry_at=retry_at,
@@ -290,7 +296,9 @@ class ClaimBatch:
         *,
         replaced: bool,
     ) -> _Decided:
-        counters = self._counters.setdefault(trigger.id, Counters.of(trigger))
+        counters = self._counters.get(trigger.id)
+        if counters is None:
+            counters = self._counters[trigger.id] = Counters.of(trigger)
         runs = active.setdefault(trigger.id, [])
         has_run = bool(runs) and all(run_id is not None for run_id in runs)
         decision: Decision = decide(
@@ -442,13 +450,7 @@ class ClaimBatch:
             watermark = max(
                 trigger.watermark_at, self._watermarks.get(trigger_id, trigger.watermark_at)
             )
-            snapshots[trigger_id] = dataclasses.replace(
-                trigger,
-                watermark_at=watermark,
-                active_count=counters.active_count,
-                buffered_count=counters.buffered_count,
-                runs_launched=counters.runs_launched,
-            )
+            snapshots[trigger_id] = counters.applied(trigger, watermark_at=watermark)
         items = iter(decided)
         final: list[ClaimResult] = []
         for result in results:

@@ -34,6 +34,27 @@ class Counters:
     def of(cls, trigger: Trigger) -> Counters:
         return cls(trigger.active_count, trigger.buffered_count, trigger.runs_launched)
 
+    def applied(self, trigger: Trigger, *, watermark_at: datetime) -> Trigger:
+        """`trigger` as the transaction leaves it: these counters and `watermark_at`.
+
+        As `dataclasses.replace` would, at a fraction of its cost (every claim, for
+        every trigger of its batch)."""
+        return Trigger(
+            spec=trigger.spec,
+            revision=trigger.revision,
+            paused=trigger.paused,
+            pause_note=trigger.pause_note,
+            paused_at=trigger.paused_at,
+            retired=trigger.retired,
+            watermark_at=watermark_at,
+            active_count=self.active_count,
+            buffered_count=self.buffered_count,
+            runs_launched=self.runs_launched,
+            blocked_by=trigger.blocked_by,
+            created_at=trigger.created_at,
+            updated_at=trigger.updated_at,
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class Decision:

@@ -9,6 +9,7 @@ import pytest
 import sqlalchemy as sa
 
 from looms_runtime import Database, RunHandle, StartConflictError, StartRequest
+from looms_runtime._store import bulk
 from looms_runtime.schema import runs
 from tests.factories import MakeRuntime
 from tests.support import lines
@@ -201,3 +202,10 @@ def test_a_run_completed_in_a_start_that_rolls_back_does_not_exist(
     [handle] = handles
     assert isinstance(handle, RunHandle) and handle.completed
     assert count_runs(looms_db) == 0
+
+
+def test_start_rows_reach_the_driver_in_the_statements_own_column_order(looms_db: Database) -> None:
+    # Rows are built as tuples in `_RUN_COLUMNS`/`_EVENT_COLUMNS` order; a compiled
+    # statement naming its columns in another order would reorder every row of every start.
+    with looms_db.read() as conn:
+        assert [bulk._compile(conn, which)[1] for which in ("runs", "events")] == [None, None]
