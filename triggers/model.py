@@ -15,6 +15,7 @@ from typing import Any, Literal, TypeAlias
 
 from triggers.clock import from_ms, iso, iso_key, to_ms
 from triggers.durations import format_duration
+from triggers.records import fast_init
 
 JsonValue: TypeAlias = Any
 """A JSON-serialisable value (dicts, lists, str, int, float, bool, None)."""
@@ -232,6 +233,7 @@ class TriggerSpec:
         return self._digest
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Trigger:
     """A stored trigger: its declaration plus the state the store keeps for it."""
@@ -261,6 +263,7 @@ class Trigger:
         return self.spec.enabled and not self.retired and not self.paused
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FireRecord:
     """One fire ledger row: an occurrence (or a range of them) and what became of it."""

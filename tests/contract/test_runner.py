@@ -88,7 +88,6 @@ def launch(subject: Subject, key: str, *, input_value: object = None) -> LaunchR
         input=input_value,
         trigger_id="t1",
         occurrence_at=OCCURRENCE,
-        env={"TRIGGERS_TRIGGER_ID": "t1"},
     )
 
 

@@ -11,10 +11,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
+from triggers.clock import iso
 from triggers.errors import RunnerError
 from triggers.model import JsonValue, RunStatus
+from triggers.records import fast_init
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LaunchRequest:
     """Start one run for one occurrence; `idempotency_key` makes retries safe."""
@@ -25,9 +28,19 @@ class LaunchRequest:
     input: JsonValue
     trigger_id: str
     occurrence_at: datetime
-    env: Mapping[str, str]
+
+    @property
+    def env(self) -> Mapping[str, str]:
+        """The run's environment, as DESIGN.md promises it: the trigger and the
+        occurrence (RFC 3339 UTC). Made when asked: a runner that runs nothing (the
+        simulation's) never asks."""
+        return {
+            "TRIGGERS_TRIGGER_ID": self.trigger_id,
+            "TRIGGERS_OCCURRENCE": iso(self.occurrence_at),
+        }
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunHandle:
     """A run the runtime holds for a key; `created` is False when it already existed.

@@ -19,8 +19,8 @@ from triggers.errors import RunnerError, RunnerRefusedError
 from triggers.model import JsonValue, RunStatus
 from triggers.runner.protocol import AfterCommit, LaunchRequest, RunHandle, SettledCallback
 
-Duration = Callable[[LaunchRequest], timedelta]
-"""How long the run of a request lasts."""
+Duration = Callable[[str], timedelta]
+"""How long a run of the trigger of that id lasts."""
 
 _ACTIVE = RunStatus(state="active")
 _COMPLETED = RunStatus(state="completed")
@@ -32,7 +32,7 @@ class SimulatedRunner:
 
     Args:
         elapsed: the simulation's elapsed time now (not the daemon's wall clock).
-        duration: how long each run lasts.
+        duration: how long each run of a trigger lasts, by trigger id.
     """
 
     settles_ledger = False
@@ -50,13 +50,12 @@ class SimulatedRunner:
     def start(self, requests: Sequence[LaunchRequest]) -> list[RunHandle | RunnerError]:
         results: list[RunHandle | RunnerError] = []
         now = self._elapsed()
-        keys, runs, ends = self._keys, self._runs, self._ends
+        keys, runs, ends, duration = self._keys, self._runs, self._ends, self._duration
         for request in requests:
-            identity = (request.flow, request.flow_version, request.input)
             known = keys.get(request.idempotency_key)
             if known is not None:
                 run_id, started_as = known
-                if started_as != identity:
+                if started_as != (request.flow, request.flow_version, request.input):
                     # As the runtime does: the key names its run, refused for another identity.
                     results.append(
                         RunnerRefusedError(
@@ -68,11 +67,14 @@ class SimulatedRunner:
                 else:
                     results.append(RunHandle(run_id=run_id, created=False))
                 continue
-            self.started += 1
-            run_id = f"sim-{self.started}"
-            keys[request.idempotency_key] = (run_id, identity)
+            started = self.started = self.started + 1
+            run_id = f"sim-{started}"
+            keys[request.idempotency_key] = (
+                run_id,
+                (request.flow, request.flow_version, request.input),
+            )
             runs[run_id] = _ACTIVE
-            heapq.heappush(ends, (now + self._duration(request), self.started, run_id))
+            heapq.heappush(ends, (now + duration(request.trigger_id), started, run_id))
             results.append(RunHandle(run_id=run_id, created=True))
         return results
 

@@ -148,6 +148,8 @@ class Scheduler:
         self._stopping = threading.Event()
         self._corrupt: set[str] = set()
         self.progress = LoopProgress(clock.monotonic)
+        # Asked once: through structlog's proxy the question costs a tenth of a tick.
+        self._log_ticks = log.is_enabled_for(logging.DEBUG)
 
     # -- lifecycle ------------------------------------------------------------------
 
@@ -165,8 +167,10 @@ class Scheduler:
         try:
             while not stopping.is_set():
                 # Cleared before the tick, not after the wait: a wake-up asked for
-                # while the tick runs (a run settled) must not be lost.
-                wake.clear()
+                # while the tick runs (a run settled) must not be lost. (`clear` takes
+                # the event's lock; most ticks find it unset.)
+                if wake.is_set():
+                    wake.clear()
                 if monitor is not None:
                     monitor.record_reported()  # the monitor thread's part
                 progress.tick_started()
@@ -241,7 +245,7 @@ class Scheduler:
             elapsed = clock.monotonic() - started
             self.metrics.tick_duration.observe(elapsed)
             self.metrics.ticked(clock.now())
-        if (report.claimed or report.ranges or report.errors) and log.is_enabled_for(logging.DEBUG):
+        if self._log_ticks and (report.claimed or report.ranges or report.errors):
             log.debug(
                 "tick_completed",
                 duration_ms=round(elapsed * 1000, 2),

@@ -66,9 +66,16 @@ class Monitor:
         self._wake = threading.Condition(self._lock)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="monitor", daemon=True)
+        # Only the monitor's thread waits on `_wake`: a loop that runs inline has none
+        # to notify (a report before the thread starts is seen by its first look).
+        self._threaded = False
         self._backoff_s = 0.0
+        # Asked once: through structlog's proxy the question costs more than recording
+        # the settlement it is asked for.
+        self._logs = {level: log.is_enabled_for(level) for level in (logging.INFO, logging.ERROR)}
 
     def start(self) -> None:
+        self._threaded = True
         self._thread.start()
 
     def close(self) -> None:
@@ -93,7 +100,7 @@ class Monitor:
         now = self._clock.now()
         self._metrics.run_settled(trigger_id, "completed", now)
         self._metrics.fired("completed")
-        if log.is_enabled_for(logging.INFO):
+        if self._logs[logging.INFO]:
             log.info(
                 "run_finished",
                 trigger_id=trigger_id,
@@ -123,7 +130,8 @@ class Monitor:
             return
         with self._lock:
             self._reported[run_id] = status
-            self._wake.notify_all()
+            if self._threaded:
+                self._wake.notify_all()
 
     def record_reported(self) -> None:
         """Record what the runner reported (the monitor thread's work, for a loop that
@@ -234,7 +242,7 @@ class Monitor:
                     continue
                 metrics.fired(settlement.state)
                 level = _FINISHED_LEVELS.get(settlement.state, logging.INFO)
-                if log.is_enabled_for(level):
+                if self._logs.get(level, True):
                     log.log(
                         level,
                         "run_finished",

@@ -31,6 +31,7 @@ from triggers.model import (
     Reason,
     Schedule,
 )
+from triggers.records import fast_init
 from triggers.scheduler._cron import CronOccurrences, parse_cron
 from triggers.scheduler._dst import DstShift, describe_shift
 from triggers.scheduler._intervals import (
@@ -96,6 +97,7 @@ class OccurrenceSpan:
     count: int
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DuePlan:
     """What a trigger owes between its watermark and now."""

@@ -94,7 +94,8 @@ class _Clock:
     passes or the clock jumps: the readings are kept, and `set` renews them."""
 
     def __init__(self, simulator: _Simulator, *, elapsed: datetime) -> None:
-        self._simulator = simulator
+        # `wait` is the simulator's own (see `Clock.wait`), without a layer between.
+        self.wait: Callable[[float, threading.Event], bool] = simulator.wait
         self.set(elapsed=elapsed, offset=timedelta(0))
 
     def set(self, *, elapsed: datetime, offset: timedelta) -> None:
@@ -107,9 +108,6 @@ class _Clock:
     def monotonic(self) -> float:
         return self._monotonic
 
-    def wait(self, seconds: float, stop: threading.Event) -> bool:
-        return self._simulator.wait(seconds, stop)
-
 
 class _Simulator:
     def __init__(self, scenario: Scenario) -> None:
@@ -120,7 +118,7 @@ class _Simulator:
         self.store = MemoryTriggerStore()
         self.runner = SimulatedRunner(
             elapsed=lambda: self.elapsed,
-            duration=lambda request: scenario.duration_of(request.trigger_id),
+            duration=scenario.duration_of,
         )
         self._metrics = _Strict()
         self._events = sorted(self._scenario_events())

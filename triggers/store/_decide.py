@@ -17,9 +17,47 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Protocol
 
-from triggers.model import Action, Outcome, Overlap, Reason, Trigger
+from triggers.model import Action, Outcome, Overlap, Reason, Trigger, TriggerSpec
 from triggers.store.protocol import ClaimRequest
+
+
+class TriggerState(Protocol):
+    """What a decision reads of a trigger: a stored snapshot (`Trigger`), or the row
+    itself in a store that holds its rows as objects (the memory store)."""
+
+    @property
+    def spec(self) -> TriggerSpec: ...
+    @property
+    def revision(self) -> int: ...
+    @property
+    def paused(self) -> bool: ...
+    @property
+    def retired(self) -> bool: ...
+    @property
+    def watermark_at(self) -> datetime: ...
+    @property
+    def active_count(self) -> int: ...
+    @property
+    def buffered_count(self) -> int: ...
+    @property
+    def runs_launched(self) -> int: ...
+    @property
+    def blocked_by(self) -> str | None: ...
+
+
+class StoredTrigger(TriggerState, Protocol):
+    """A trigger's whole stored state: what a snapshot (`Trigger`) is made of."""
+
+    @property
+    def pause_note(self) -> str | None: ...
+    @property
+    def paused_at(self) -> datetime | None: ...
+    @property
+    def created_at(self) -> datetime: ...
+    @property
+    def updated_at(self) -> datetime: ...
 
 
 @dataclass(slots=True)
@@ -31,10 +69,10 @@ class Counters:
     runs_launched: int
 
     @classmethod
-    def of(cls, trigger: Trigger) -> Counters:
+    def of(cls, trigger: TriggerState) -> Counters:
         return cls(trigger.active_count, trigger.buffered_count, trigger.runs_launched)
 
-    def applied(self, trigger: Trigger, *, watermark_at: datetime) -> Trigger:
+    def applied(self, trigger: StoredTrigger, *, watermark_at: datetime) -> Trigger:
         """`trigger` as the transaction leaves it: these counters and `watermark_at`.
 
         As `dataclasses.replace` would, at a fraction of its cost (every claim, for
@@ -74,7 +112,7 @@ def capacity(overlap: Overlap, max_active: int) -> int:
     return max_active if overlap is Overlap.ALLOW else 1
 
 
-def blocks_new_claims(trigger: Trigger, counters: Counters) -> Reason | None:
+def blocks_new_claims(trigger: TriggerState, counters: Counters) -> Reason | None:
     """Why the trigger takes no scheduled claim now, or None when it takes them."""
     spec = trigger.spec
     if not spec.enabled:
@@ -87,7 +125,7 @@ def blocks_new_claims(trigger: Trigger, counters: Counters) -> Reason | None:
 
 
 def decide(
-    trigger: Trigger,
+    trigger: TriggerState,
     counters: Counters,
     request: ClaimRequest,
     *,
@@ -115,7 +153,7 @@ def decide(
     return decision
 
 
-def blocked(trigger: Trigger, decision: Decision) -> Decision:
+def blocked(trigger: TriggerState, decision: Decision) -> Decision:
     """An occurrence that cannot launch because of an active run is `blocked` when that
     run waits for an operator: nothing launches until someone acts, and the ledger says so."""
     if (
@@ -128,7 +166,7 @@ def blocked(trigger: Trigger, decision: Decision) -> Decision:
 
 
 def _decide(
-    trigger: Trigger,
+    trigger: TriggerState,
     counters: Counters,
     request: ClaimRequest,
     *,

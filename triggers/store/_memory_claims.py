@@ -20,9 +20,17 @@ from triggers.errors import (
     UnknownTriggerError,
 )
 from triggers.model import Action, Outcome, Overlap, Reason, Trigger, idempotency_key
-from triggers.store._decide import Counters, Decision, blocks_new_claims, decide
+from triggers.store._decide import Counters, Decision, decide
 from triggers.store._inline import RETRY_AFTER_MS
-from triggers.store._memory_rows import FireRow, Tables, cut
+from triggers.store._memory_lookups import (
+    active_runs,
+    covered_backfills,
+    decided_before,
+    held,
+    newest_superseding,
+    overlap_of,
+)
+from triggers.store._memory_rows import FireRow, Tables, TriggerRow, cut
 from triggers.store._shared import new_reservation
 from triggers.store.protocol import (
     Claim,
@@ -49,6 +57,7 @@ class _Decided:
     key: str
     action: Action
     reason: Reason | None = None
+    launching: bool = False
     reservation: str | None = None
     supersedes: str | None = None
     run_id: str | None = None
@@ -86,16 +95,19 @@ class MemoryClaimBatch:
         self._watermarks: dict[str, datetime] = {}
 
     def run(self, apply_splits: Callable[[], None]) -> list[ClaimResult]:
-        """Decide and record every request; `apply_splits` carves the splits first."""
+        """Decide and record every request; `apply_splits` carves the splits first.
+
+        Decisions read the trigger rows themselves: nothing writes them before
+        `_write`, so they read as a snapshot would, without copying them."""
         requests = self._requests
-        stored = self._snapshots()
+        stored = self._trigger_rows()
         if self._splits:
             apply_splits()
         operators, superseding = self._kinds(stored)
-        existing, existing_keys = self._existing() if operators else (set(), set())
-        covered = self._covered() if operators else set()
-        active = self._active_runs(stored) if superseding else {}
-        newest = self._newest_superseding(stored, existing, covered) if superseding else {}
+        existing, existing_keys = held(self._tables, requests) if operators else (set(), set())
+        covered = covered_backfills(self._tables, requests) if operators else set()
+        active = active_runs(self._tables, requests, stored) if superseding else {}
+        newest = newest_superseding(requests, stored, existing, covered) if superseding else {}
         decided: list[_Decided] = []
         results: list[ClaimResult | None] = []
         for index, request in enumerate(requests):
@@ -108,7 +120,7 @@ class MemoryClaimBatch:
             key = idempotency_key(trigger_id, request.occurrence_at, request.manual_key)
             identity = (trigger_id, request.occurrence_at, request.manual_key)
             seen = key in existing_keys or identity in existing
-            if seen or self._decided_before(request, trigger):
+            if seen or decided_before(request, trigger):
                 self._advance(request)
                 decided.append(_Decided(request, key, Action.DUPLICATE))
                 continue
@@ -123,7 +135,7 @@ class MemoryClaimBatch:
             replaced = (
                 superseding
                 and newest.get(trigger_id, index) > index
-                and _overlap(request, trigger) is Overlap.SUPERSEDE
+                and overlap_of(request, trigger) is Overlap.SUPERSEDE
             )
             item = self._decide(trigger, request, key, active, replaced=replaced)
             if item.action is not Action.IGNORED:
@@ -132,21 +144,26 @@ class MemoryClaimBatch:
             decided.append(item)
         if self._splits:
             self._check_carved(decided)
-        self._launch(decided, stored)
+        # The triggers as the claim leaves them, read before `_write` changes their rows.
+        snapshots = self._snapshots(decided, stored)
+        if self._launch(decided, snapshots):
+            snapshots = self._snapshots(decided, stored)  # its counters changed
+        self._reserve(decided)
+        final = self._finish(results, decided, snapshots)
         self._write(decided, stored)
-        return self._finish(results, decided, stored)
+        return final
 
-    def _snapshots(self) -> dict[str, Trigger]:
-        """The requests' triggers as this transaction reads them, in id order."""
+    def _trigger_rows(self) -> dict[str, TriggerRow]:
+        """The requests' trigger rows, in id order."""
         requests, rows = self._requests, self._tables.triggers
-        ids = (
-            [requests[0].trigger_id]
-            if len(requests) == 1
-            else sorted({r.trigger_id for r in requests})
-        )
-        return {i: rows[i].snapshot() for i in ids if i in rows}
+        if len(requests) == 1:
+            trigger_id = requests[0].trigger_id
+            row = rows.get(trigger_id)
+            return {} if row is None else {trigger_id: row}
+        ids = sorted({r.trigger_id for r in requests})
+        return {i: rows[i] for i in ids if i in rows}
 
-    def _kinds(self, stored: dict[str, Trigger]) -> tuple[bool, bool]:
+    def _kinds(self, stored: dict[str, TriggerRow]) -> tuple[bool, bool]:
         """Whether any request is an operator's, and whether any is under `supersede`.
 
         A tick's batch usually holds neither: no operator's request to look up in the
@@ -155,118 +172,28 @@ class MemoryClaimBatch:
         for request in self._requests:
             operators = operators or request.kind != "scheduled"
             trigger = stored.get(request.trigger_id)
-            if trigger is not None and _overlap(request, trigger) is Overlap.SUPERSEDE:
+            if trigger is not None and overlap_of(request, trigger) is Overlap.SUPERSEDE:
                 superseding = True
         return operators, superseding
 
-    def _check(self, request: ClaimRequest, trigger: Trigger | None) -> TriggersError | None:
+    def _check(self, request: ClaimRequest, trigger: TriggerRow | None) -> TriggersError | None:
         if trigger is None:
             return UnknownTriggerError(
                 f"no trigger {request.trigger_id!r}", trigger_id=request.trigger_id
             )
         if trigger.revision != request.expected_revision:
             return RevisionMismatchError(
-                f"trigger {trigger.id!r} is at revision {trigger.revision}, "
+                f"trigger {request.trigger_id!r} is at revision {trigger.revision}, "
                 f"not {request.expected_revision}",
-                trigger_id=trigger.id,
+                trigger_id=request.trigger_id,
                 revision=trigger.revision,
                 expected_revision=request.expected_revision,
             )
         return None
 
-    @staticmethod
-    def _decided_before(request: ClaimRequest, trigger: Trigger) -> bool:
-        return request.kind == "scheduled" and request.occurrence_at <= trigger.watermark_at
-
-    def _existing(self) -> tuple[set[tuple[str, datetime, str]], set[str]]:
-        """The operator requests' occurrences the ledger holds, and their manual keys
-        it holds. Scheduled occurrences are fenced by the watermark, as in SQL."""
-        found: set[tuple[str, datetime, str]] = set()
-        keys: set[str] = set()
-        if all(request.kind == "scheduled" for request in self._requests):
-            return found, keys
-        tables = self._tables
-        for request in self._requests:
-            if request.kind == "scheduled":
-                continue
-            identity = (request.trigger_id, request.occurrence_at, request.manual_key)
-            if identity in tables.by_identity:
-                found.add(identity)
-            if request.manual_key:
-                key = idempotency_key(request.trigger_id, request.occurrence_at, request.manual_key)
-                if key in tables.by_key:
-                    keys.add(key)
-        return found, keys
-
-    def _covered(self) -> set[tuple[str, datetime]]:
-        """Backfill occurrences that lie inside a range row, past its first one."""
-        wanted = [r for r in self._requests if r.kind == "backfill"]
-        if not wanted:
-            return set()
-        ranges: dict[str, list[tuple[datetime, datetime]]] = {}
-        ids = {r.trigger_id for r in wanted}
-        for row in self._tables.fires.values():
-            if row.trigger_id in ids and row.last_occurrence_at is not None:
-                ranges.setdefault(row.trigger_id, []).append(
-                    (row.occurrence_at, row.last_occurrence_at)
-                )
-        return {
-            (r.trigger_id, r.occurrence_at)
-            for r in wanted
-            if any(first < r.occurrence_at <= last for first, last in ranges.get(r.trigger_id, ()))
-        }
-
-    def _active_runs(self, stored: dict[str, Trigger]) -> dict[str, list[str | None]]:
-        """Active run ids (None for a reservation) of triggers that may supersede."""
-        overridden = {r.trigger_id for r in self._requests if r.overlap is Overlap.SUPERSEDE}
-        wanted = {
-            trigger_id
-            for trigger_id, trigger in stored.items()
-            if trigger.active_count > 0
-            and (trigger.spec.overlap is Overlap.SUPERSEDE or trigger_id in overridden)
-        }
-        if not wanted:
-            return {}
-        rows = [
-            row
-            for row in self._tables.with_outcome(Outcome.LAUNCHING, Outcome.LAUNCHED)
-            if row.trigger_id in wanted
-        ]
-        active: dict[str, list[str | None]] = {}
-        for row in sorted(rows, key=lambda r: r.occurrence_at):
-            active.setdefault(row.trigger_id, []).append(row.run_id)
-        return active
-
-    def _newest_superseding(
-        self,
-        stored: dict[str, Trigger],
-        existing: set[tuple[str, datetime, str]],
-        covered: set[tuple[str, datetime]],
-    ) -> dict[str, int]:
-        newest: dict[str, int] = {}
-        for index, request in enumerate(self._requests):
-            trigger = stored.get(request.trigger_id)
-            if (
-                trigger is None
-                or trigger.retired
-                or trigger.revision != request.expected_revision
-                or _overlap(request, trigger) is not Overlap.SUPERSEDE
-                or self._decided_before(request, trigger)
-                or (request.trigger_id, request.occurrence_at, request.manual_key) in existing
-                or (request.trigger_id, request.occurrence_at) in covered
-                or (request.kind == "backfill" and request.occurrence_at > trigger.watermark_at)
-                or (
-                    request.kind == "scheduled"
-                    and blocks_new_claims(trigger, Counters.of(trigger)) is not None
-                )
-            ):
-                continue
-            newest[trigger.id] = index
-        return newest
-
     def _decide(
         self,
-        trigger: Trigger,
+        trigger: TriggerRow,
         request: ClaimRequest,
         key: str,
         active: dict[str, list[str | None]],
@@ -284,13 +211,15 @@ class MemoryClaimBatch:
         decision: Decision = decide(
             trigger, counters, request, active_has_run=has_run, replaced=replaced
         )
-        reservation = supersedes = None
-        if decision.action in (Action.FIRE, Action.SUPERSEDE):
-            reservation = new_reservation()
-            if decision.action is Action.SUPERSEDE:
-                supersedes = runs[-1]
+        action = decision.action
+        if action is Action.FIRE:
             runs.append(None)
-        return _Decided(request, key, decision.action, decision.reason, reservation, supersedes)
+            return _Decided(request, key, action, decision.reason, True)
+        if action is Action.SUPERSEDE:
+            supersedes = runs[-1]
+            runs.append(None)
+            return _Decided(request, key, action, decision.reason, True, None, supersedes)
+        return _Decided(request, key, action, decision.reason)
 
     def _advance(self, request: ClaimRequest) -> None:
         if request.kind != "scheduled":
@@ -299,8 +228,8 @@ class MemoryClaimBatch:
         if current is None or request.occurrence_at > current:
             self._watermarks[request.trigger_id] = request.occurrence_at
 
-    def _row(self, trigger: Trigger, item: _Decided) -> FireRow:
-        launching = item.reservation is not None
+    def _row(self, trigger: TriggerRow, item: _Decided) -> FireRow:
+        launching = item.launching
         outcome = _OUTCOMES[item.action]
         request = item.request
         return FireRow(
@@ -315,7 +244,6 @@ class MemoryClaimBatch:
             host=self._host,
             claimed_at=self._now,
             settled_at=self._now if outcome in (Outcome.SKIPPED, Outcome.SUPERSEDED) else None,
-            reservation=item.reservation,
             lease_owner=self._owner if launching else None,
             lease_expires_at=self._lease_expires if launching else None,
             supersedes_run_id=item.supersedes,
@@ -340,14 +268,15 @@ class MemoryClaimBatch:
                     trigger_id=split.trigger_id,
                 )
 
-    def _launch(self, decided: list[_Decided], stored: dict[str, Trigger]) -> None:
-        """Start the fires' runs within this transaction, as `_inline` does for SQL."""
+    def _launch(self, decided: list[_Decided], snapshots: dict[str, Trigger]) -> bool:
+        """Start the fires' runs within this transaction, as `_inline` does for SQL;
+        True when a run slot is free again (a run refused, or completed at once)."""
         fires = [item for item in decided if item.action is Action.FIRE and item.row is not None]
         if not fires or self._launch_within is None:
-            return
+            return False
         claims = [
             Claim(
-                trigger=stored[item.request.trigger_id],
+                trigger=snapshots[item.request.trigger_id],
                 occurrence_at=item.request.occurrence_at,
                 action=item.action,
                 idempotency_key=item.key,
@@ -357,65 +286,92 @@ class MemoryClaimBatch:
             for item in fires
         ]
         results, self.after_commit = self._launch_within(self._tables, claims)
+        freed = False
         for item, result in zip(fires, results, strict=True):
             row = item.row
             assert row is not None  # noqa: S101 (fires are the decided rows)
             if isinstance(result, CompletedRun):
                 row.outcome, row.run_id = Outcome.COMPLETED, result.run_id
                 row.launched_at = row.settled_at = self._now
-                row.reservation = row.lease_owner = row.lease_expires_at = None
+                row.lease_owner = row.lease_expires_at = None
                 self._counters[row.trigger_id].active_count -= 1
                 item.run_id, item.completed = result.run_id, True
+                freed = True
             elif isinstance(result, str):
                 row.outcome, row.run_id, row.launched_at = Outcome.LAUNCHED, result, self._now
-                row.reservation = row.lease_owner = row.lease_expires_at = None
+                row.lease_owner = row.lease_expires_at = None
                 item.run_id = result
             elif isinstance(result, RunnerRefusedError):
                 row.outcome, row.error, row.settled_at = Outcome.FAILED, str(result), self._now
-                row.reservation = row.lease_owner = row.lease_expires_at = None
+                row.lease_owner = row.lease_expires_at = None
                 self._counters[row.trigger_id].active_count -= 1
                 item.refused = str(result)
+                freed = True
             else:  # not answered for good: the row stays `launching`, to be retried
                 row.error, row.lease_owner = str(result), None
                 row.lease_expires_at = cut(self._now + _RETRY_AFTER)
                 item.retry_at = self._now + _RETRY_AFTER
+        return freed
 
-    def _write(self, decided: list[_Decided], stored: dict[str, Trigger]) -> None:
+    @staticmethod
+    def _reserve(decided: list[_Decided]) -> None:
+        """A reservation for each fire or supersede whose run did not start within the
+        claim (one that did, or was refused, holds none)."""
+        for item in decided:
+            if item.launching and item.run_id is None and item.refused is None:
+                item.reservation = new_reservation()
+                if item.row is not None:
+                    item.row.reservation = item.reservation
+
+    def _write(self, decided: list[_Decided], stored: dict[str, TriggerRow]) -> None:
         tables = self._tables
         rows = [item.row for item in decided if item.row is not None]
         tables.check_insertable(rows)
         for row in rows:
             tables.insert(row, checked=True)
         all_counters, watermarks = self._counters, self._watermarks
-        for trigger_id in sorted(all_counters.keys() | watermarks.keys()):
-            trigger = stored[trigger_id]
-            counters = all_counters.get(trigger_id) or Counters.of(trigger)
-            target = tables.triggers[trigger_id]
-            target.active_count = counters.active_count
-            target.buffered_count = counters.buffered_count
-            target.runs_launched = counters.runs_launched
+        keys = all_counters.keys() | watermarks.keys()
+        for trigger_id in sorted(keys) if len(keys) > 1 else keys:
+            target = stored[trigger_id]
+            counters = all_counters.get(trigger_id)
+            if counters is not None:
+                target.active_count = counters.active_count
+                target.buffered_count = counters.buffered_count
+                target.runs_launched = counters.runs_launched
             watermark = watermarks.get(trigger_id)
-            if watermark is None or watermark < trigger.watermark_at:
-                watermark = trigger.watermark_at
+            if watermark is None or watermark < target.watermark_at:
+                watermark = target.watermark_at
             target.watermark_at = cut(watermark)
             target.open_range_id = None
             target.updated_at = self._now
 
-    def _finish(
-        self, results: list[ClaimResult | None], decided: list[_Decided], stored: dict[str, Trigger]
-    ) -> list[ClaimResult]:
+    def _snapshots(
+        self, decided: list[_Decided], stored: dict[str, TriggerRow]
+    ) -> dict[str, Trigger]:
+        """The decided requests' triggers as the claim leaves them (their rows before
+        `_write`, with the batch's counters and watermarks)."""
         snapshots: dict[str, Trigger] = {}
         all_counters, watermarks = self._counters, self._watermarks
-        for trigger_id, trigger in stored.items():
+        for item in decided:
+            trigger_id = item.request.trigger_id
+            if trigger_id in snapshots:
+                continue
+            row = stored[trigger_id]
             counters = all_counters.get(trigger_id)
             watermark = watermarks.get(trigger_id)
-            if watermark is None or watermark <= trigger.watermark_at:
+            if watermark is None or watermark <= row.watermark_at:
                 if counters is None:
-                    snapshots[trigger_id] = trigger
+                    snapshots[trigger_id] = row.snapshot()
                     continue
-                watermark = trigger.watermark_at
-            counters = counters or Counters.of(trigger)
-            snapshots[trigger_id] = counters.applied(trigger, watermark_at=watermark)
+                watermark = row.watermark_at
+            counters = counters or Counters.of(row)
+            snapshots[trigger_id] = counters.applied(row, watermark_at=watermark)
+        return snapshots
+
+    @staticmethod
+    def _finish(
+        results: list[ClaimResult | None], decided: list[_Decided], snapshots: dict[str, Trigger]
+    ) -> list[ClaimResult]:
         items = iter(decided)
         final: list[ClaimResult] = []
         for result in results:
@@ -433,7 +389,7 @@ class MemoryClaimBatch:
                     kind=request.kind,
                     manual_key=request.manual_key,
                     reason=item.reason,
-                    reservation=None if item.run_id or item.refused else item.reservation,
+                    reservation=item.reservation,
                     supersedes_run_id=item.supersedes,
                     run_id=item.run_id,
                     refused=item.refused,
@@ -442,7 +398,3 @@ class MemoryClaimBatch:
                 )
             )
         return final
-
-
-def _overlap(request: ClaimRequest, trigger: Trigger) -> Overlap:
-    return request.overlap or trigger.spec.overlap

@@ -228,7 +228,12 @@ class Tables:
             yield from list(self.by_outcome[outcome].values())
 
     def of_run(self, run_id: str) -> list[FireRow]:
-        return [self.fires[i] for i in sorted(self.by_run.get(run_id, ()))]
+        ids = self.by_run.get(run_id)
+        if not ids:
+            return []
+        if len(ids) == 1:  # almost always: a run is one occurrence's
+            return [self.fires[ids[0]]]
+        return [self.fires[i] for i in sorted(ids)]
 
     def adjust_active(self, deltas: dict[str, int], now: datetime) -> None:
         for trigger_id in sorted(deltas):

@@ -14,10 +14,12 @@ from typing import Literal, Protocol
 
 from triggers.errors import StoreError, TriggersError
 from triggers.model import Action, FireRecord, Outcome, Overlap, Reason, Trigger, TriggerSpec
+from triggers.records import fast_init
 
 FireKind = Literal["scheduled", "manual", "backfill"]
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ClaimRequest:
     """One occurrence to decide, computed from the trigger at `expected_revision`."""
@@ -30,6 +32,7 @@ class ClaimRequest:
     overlap: Overlap | None = None  # a manual fire's override of the trigger's policy
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Claim:
     """The decision for one occurrence, already recorded in the ledger.
@@ -141,6 +144,7 @@ class Launch:
     run_id: str
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Settlement:
     """A run that stopped, as the runner reports it."""
