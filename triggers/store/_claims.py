@@ -23,7 +23,14 @@ from triggers.errors import (
     UnknownTriggerError,
 )
 from triggers.model import Action, Outcome, Overlap, Reason, Trigger, idempotency_key
-from triggers.store._decide import Counters, Decision, blocks_new_claims, decide
+from triggers.store._decide import (
+    Counters,
+    Decision,
+    decide,
+    decided_before,
+    may_supersede,
+    overlap_of,
+)
 from triggers.store._inline import RETRY_AFTER_MS, launch_within
 from triggers.store._ranges import apply_splits, covered_by_ranges
 from triggers.store._shared import chunks, executemany, lock_triggers, new_reservation
@@ -141,7 +148,7 @@ class ClaimBatch:
             key = idempotency_key(request.trigger_id, request.occurrence_at, request.manual_key)
             identity = (request.trigger_id, request.occurrence_at, request.manual_key)
             seen = identity in existing or key in existing_keys
-            if seen or self._decided_before(request, trigger):
+            if seen or decided_before(request, trigger):
                 self._advance(request)
                 decided.append(_Decided(request, key, Action.DUPLICATE))
                 continue
@@ -153,7 +160,7 @@ class ClaimBatch:
                 continue
             existing.add(identity)
             existing_keys.add(key)
-            replaced = newest.get(trigger.id, index) > index and _overlap(request, trigger) is (
+            replaced = newest.get(trigger.id, index) > index and overlap_of(request, trigger) is (
                 Overlap.SUPERSEDE
             )
             item = self._decide(trigger, request, key, active, replaced=replaced)
@@ -235,10 +242,6 @@ class ClaimBatch:
                     trigger_id=split.trigger_id,
                 )
 
-    @staticmethod
-    def _decided_before(request: ClaimRequest, trigger: Trigger) -> bool:
-        return request.kind == "scheduled" and request.occurrence_at <= trigger.watermark_at
-
     def _check(
         self, request: ClaimRequest, trigger: Trigger | StoreError | None
     ) -> ClaimResult | None:
@@ -269,22 +272,10 @@ class ClaimBatch:
         newest: dict[str, int] = {}
         for index, request in enumerate(self._requests):
             trigger = stored.get(request.trigger_id)
-            if (
-                not isinstance(trigger, Trigger)
-                or trigger.retired
-                or trigger.revision != request.expected_revision
-                or _overlap(request, trigger) is not Overlap.SUPERSEDE
-                or self._decided_before(request, trigger)
-                or (request.trigger_id, request.occurrence_at, request.manual_key) in existing
-                or (request.trigger_id, request.occurrence_at) in covered
-                or (request.kind == "backfill" and request.occurrence_at > trigger.watermark_at)
-                or (
-                    request.kind == "scheduled"
-                    and blocks_new_claims(trigger, Counters.of(trigger)) is not None
-                )
+            if isinstance(trigger, Trigger) and may_supersede(
+                request, trigger, existing=existing, covered=covered
             ):
-                continue
-            newest[trigger.id] = index
+                newest[trigger.id] = index
         return newest
 
     def _decide(

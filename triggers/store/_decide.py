@@ -94,6 +94,41 @@ class Counters:
         )
 
 
+def decided_before(request: ClaimRequest, trigger: TriggerState) -> bool:
+    """A scheduled occurrence at or before the watermark: decided already."""
+    return request.kind == "scheduled" and request.occurrence_at <= trigger.watermark_at
+
+
+def overlap_of(request: ClaimRequest, trigger: TriggerState) -> Overlap:
+    """The policy a request meets: an operator's override, else the trigger's."""
+    return request.overlap or trigger.spec.overlap
+
+
+def may_supersede(
+    request: ClaimRequest,
+    trigger: TriggerState,
+    *,
+    existing: set[tuple[str, datetime, str]],
+    covered: set[tuple[str, datetime]],
+) -> bool:
+    """Whether `request` is one the policy decides under `supersede` (not refused, not
+    decided or held already, not covered by a range, not blocked): of a trigger's
+    requests in a batch, the newest such supersedes the others."""
+    return not (
+        trigger.retired
+        or trigger.revision != request.expected_revision
+        or overlap_of(request, trigger) is not Overlap.SUPERSEDE
+        or decided_before(request, trigger)
+        or (request.trigger_id, request.occurrence_at, request.manual_key) in existing
+        or (request.trigger_id, request.occurrence_at) in covered
+        or (request.kind == "backfill" and request.occurrence_at > trigger.watermark_at)
+        or (
+            request.kind == "scheduled"
+            and blocks_new_claims(trigger, Counters.of(trigger)) is not None
+        )
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class Decision:
     action: Action

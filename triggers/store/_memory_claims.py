@@ -20,16 +20,9 @@ from triggers.errors import (
     UnknownTriggerError,
 )
 from triggers.model import Action, Outcome, Overlap, Reason, Trigger, idempotency_key
-from triggers.store._decide import Counters, Decision, decide
+from triggers.store._decide import Counters, Decision, decide, decided_before, overlap_of
 from triggers.store._inline import RETRY_AFTER_MS
-from triggers.store._memory_lookups import (
-    active_runs,
-    covered_backfills,
-    decided_before,
-    held,
-    newest_superseding,
-    overlap_of,
-)
+from triggers.store._memory_lookups import active_runs, covered_backfills, held, newest_superseding
 from triggers.store._memory_rows import FireRow, Tables, TriggerRow, cut
 from triggers.store._shared import new_reservation
 from triggers.store.protocol import (

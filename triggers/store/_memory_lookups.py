@@ -12,14 +12,9 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from triggers.model import Outcome, Overlap, idempotency_key
-from triggers.store._decide import Counters, blocks_new_claims
+from triggers.store._decide import may_supersede
 from triggers.store._memory_rows import Tables, TriggerRow
 from triggers.store.protocol import ClaimRequest
-
-
-def decided_before(request: ClaimRequest, trigger: TriggerRow) -> bool:
-    """A scheduled occurrence at or before the watermark: decided already."""
-    return request.kind == "scheduled" and request.occurrence_at <= trigger.watermark_at
 
 
 def held(
@@ -100,25 +95,8 @@ def newest_superseding(
     newest: dict[str, int] = {}
     for index, request in enumerate(requests):
         trigger = stored.get(request.trigger_id)
-        if (
-            trigger is None
-            or trigger.retired
-            or trigger.revision != request.expected_revision
-            or overlap_of(request, trigger) is not Overlap.SUPERSEDE
-            or decided_before(request, trigger)
-            or (request.trigger_id, request.occurrence_at, request.manual_key) in existing
-            or (request.trigger_id, request.occurrence_at) in covered
-            or (request.kind == "backfill" and request.occurrence_at > trigger.watermark_at)
-            or (
-                request.kind == "scheduled"
-                and blocks_new_claims(trigger, Counters.of(trigger)) is not None
-            )
+        if trigger is not None and may_supersede(
+            request, trigger, existing=existing, covered=covered
         ):
-            continue
-        newest[request.trigger_id] = index
+            newest[request.trigger_id] = index
     return newest
-
-
-def overlap_of(request: ClaimRequest, trigger: TriggerRow) -> Overlap:
-    """The policy a request meets: an operator's override, else the trigger's."""
-    return request.overlap or trigger.spec.overlap
