@@ -106,6 +106,24 @@ def test_version_help_and_shell_completion(cli: Cli) -> None:
     assert "history" in cli.run().stdout.split()
 
 
+def test_a_named_shell_gets_its_completion_script_whatever_shell_runs_the_command(
+    cli: Cli,
+) -> None:
+    # Run by `sh` (a provisioning script, a service): the nearest shell is one that
+    # completion does not support, and the script asked for is still bash's or zsh's.
+    for shell, marker in (("bash", "complete -o default -F"), ("zsh", "#compdef triggers")):
+        found = subprocess.run(
+            ["sh", "-c", f'"$0" --show-completion {shell}', TRIGGERS],
+            env=cli.env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert (found.returncode, found.stderr) == (0, "")
+        assert marker in found.stdout
+
+
 def test_global_options_work_before_and_after_the_command(cli: Cli, tmp_path: Path) -> None:
     cli.run("apply", str(_declarations(tmp_path / "t.yaml", 2)))
     url = cli.env.pop("TRIGGERS_DATABASE_URL")

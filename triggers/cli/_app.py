@@ -142,9 +142,34 @@ def _command(args: Sequence[str]) -> Any:
     return command
 
 
+_SHELLS = ("bash", "zsh", "fish", "powershell", "pwsh")
+
+
+def _show_completion(args: Sequence[str]) -> bool:
+    """`--show-completion SHELL`: print that shell's completion script.
+
+    Typer reads `--show-completion` as a flag and detects the shell from the process's
+    ancestors, so a named shell was ignored and the command failed with "Shell  not
+    supported" wherever no shell ran it (a provisioning tool, a service, `nohup`)."""
+    match args:
+        case ["--show-completion", str(shell)] if shell in _SHELLS:
+            pass
+        case _:
+            return False
+    from typer._completion_shared import get_completion_script  # noqa: PLC0415
+
+    script = get_completion_script(
+        prog_name="triggers", complete_var="_TRIGGERS_COMPLETE", shell=shell
+    )
+    sys.stdout.write(script + "\n")
+    return True
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Console-script entry point: exit codes, usage errors and broken pipes handled here."""
     args = list(sys.argv[1:] if argv is None else argv)
+    if _show_completion(args):
+        raise SystemExit(0)
     command = _command(args)
     as_json = wants_json_errors(args)
     try:
