@@ -209,3 +209,15 @@ def test_start_rows_reach_the_driver_in_the_statements_own_column_order(looms_db
     # statement naming its columns in another order would reorder every row of every start.
     with looms_db.read() as conn:
         assert [bulk._compile(conn, which)[1] for which in ("runs", "events")] == [None, None]
+
+
+def test_an_event_write_the_database_refuses_is_the_drivers_error_as_sqlalchemy_reports_it(
+    looms_db: Database,
+) -> None:
+    # On PostgreSQL events go by COPY, around SQLAlchemy's execution: its errors must
+    # still arrive as SQLAlchemy's, which the runtime and the store map (a lost server
+    # to "unavailable"), and leave the connection usable.
+    orphan = [("no-such-run", 1, "run_started", 1, "{}", 0)]
+    with pytest.raises(sa.exc.IntegrityError), looms_db.write() as conn:
+        bulk.bulk_insert(conn, "events", orphan)
+    assert count_runs(looms_db) == 0
