@@ -23,17 +23,17 @@ from triggers.errors import (
     UnknownTriggerError,
 )
 from triggers.model import Action, Outcome, Overlap, Reason, Trigger, idempotency_key
+from triggers.store._claim_lookups import active_runs, held, newest_superseding
 from triggers.store._decide import (
     Counters,
     Decision,
     decide,
     decided_before,
-    may_supersede,
     overlap_of,
 )
 from triggers.store._inline import RETRY_AFTER_MS, launch_within
 from triggers.store._ranges import apply_splits, covered_by_ranges
-from triggers.store._shared import chunks, executemany, lock_triggers, new_reservation
+from triggers.store._shared import executemany, lock_triggers, new_reservation
 from triggers.store.protocol import Claim, ClaimRequest, ClaimResult, LaunchWithin, RangeSplit
 from triggers.store.schema import fires, triggers
 
@@ -129,10 +129,10 @@ class ClaimBatch:
         ids = {request.trigger_id for request in self._requests}
         stored = lock_triggers(self._conn, sorted(ids | {s.trigger_id for s in self._splits}))
         apply_splits(self._conn, self._splits, self._now)
-        existing, existing_keys = self._existing()
+        existing, existing_keys = held(self._conn, self._requests)
         covered = covered_by_ranges(self._conn, [r for r in self._requests if r.kind == "backfill"])
-        active = self._active_runs(stored)
-        newest = self._newest_superseding(stored, existing, covered)
+        active = active_runs(self._conn, self._requests, stored)
+        newest = newest_superseding(self._requests, stored, existing, covered)
         decided: list[_Decided] = []
         results: list[ClaimResult | None] = []
         fires: list[tuple[int, Trigger]] = []
@@ -261,23 +261,6 @@ class ClaimBatch:
             )
         return None
 
-    def _newest_superseding(
-        self,
-        stored: Mapping[str, Trigger | StoreError],
-        existing: set[tuple[str, datetime, str]],
-        covered: set[tuple[str, datetime]],
-    ) -> dict[str, int]:
-        """Per trigger, the index of the last request the `supersede` policy will
-        decide; every earlier supersede request of that trigger is replaced by it."""
-        newest: dict[str, int] = {}
-        for index, request in enumerate(self._requests):
-            trigger = stored.get(request.trigger_id)
-            if isinstance(trigger, Trigger) and may_supersede(
-                request, trigger, existing=existing, covered=covered
-            ):
-                newest[trigger.id] = index
-        return newest
-
     def _decide(
         self,
         trigger: Trigger,
@@ -339,69 +322,6 @@ class ClaimBatch:
             "launched_at": None,
             "error": None,
         }
-
-    def _existing(self) -> tuple[set[tuple[str, datetime, str]], set[str]]:
-        # A scheduled occurrence after the watermark has no ledger row yet: every row at
-        # or before it moved the watermark past it (claims, ranges), and manual and
-        # backfill rows sit at or before it or under their own key. So only operator
-        # requests are looked up; scheduled ones are fenced by the watermark (and, as
-        # a last resort, by the unique index).
-        by_trigger: dict[str, list[datetime]] = {}
-        for request in self._requests:
-            if request.kind != "scheduled":
-                by_trigger.setdefault(request.trigger_id, []).append(request.occurrence_at)
-        if not by_trigger:
-            return set(), set()
-        earliest = min(min(times) for times in by_trigger.values())
-        latest = max(max(times) for times in by_trigger.values())
-        found: set[tuple[str, datetime, str]] = set()
-        for part in chunks(sorted(by_trigger)):
-            rows = self._conn.execute(
-                sa.select(fires.c.trigger_id, fires.c.occurrence_at, fires.c.manual_key).where(
-                    fires.c.trigger_id.in_(part),
-                    fires.c.occurrence_at.between(earliest, latest),
-                )
-            )
-            found.update((row[0], row[1], row[2]) for row in rows)
-        manual = [
-            idempotency_key(r.trigger_id, r.occurrence_at, r.manual_key)
-            for r in self._requests
-            if r.manual_key
-        ]
-        keys: set[str] = set()
-        for part in chunks(manual):
-            keys.update(
-                self._conn.execute(
-                    sa.select(fires.c.idempotency_key).where(fires.c.idempotency_key.in_(part))
-                ).scalars()
-            )
-        return found, keys
-
-    def _active_runs(
-        self, stored: Mapping[str, Trigger | StoreError]
-    ) -> dict[str, list[str | None]]:
-        """Active run ids (None for a reservation) of triggers that may supersede."""
-        overridden = {r.trigger_id for r in self._requests if r.overlap is Overlap.SUPERSEDE}
-        wanted = [
-            trigger_id
-            for trigger_id, trigger in stored.items()
-            if isinstance(trigger, Trigger)
-            and trigger.active_count > 0
-            and (trigger.spec.overlap is Overlap.SUPERSEDE or trigger_id in overridden)
-        ]
-        active: dict[str, list[str | None]] = {}
-        for part in chunks(wanted):
-            rows = self._conn.execute(
-                sa.select(fires.c.trigger_id, fires.c.run_id)
-                .where(
-                    fires.c.trigger_id.in_(part),
-                    fires.c.outcome.in_([Outcome.LAUNCHING.value, Outcome.LAUNCHED.value]),
-                )
-                .order_by(fires.c.occurrence_at)
-            )
-            for trigger_id, run_id in rows:
-                active.setdefault(trigger_id, []).append(run_id)
-        return active
 
     def _write(self, stored: Mapping[str, Trigger | StoreError]) -> None:
         executemany(self._conn, _INSERT_FIRE, self._rows)
@@ -468,7 +388,3 @@ class ClaimBatch:
                 )
             )
         return final
-
-
-def _overlap(request: ClaimRequest, trigger: Trigger) -> Overlap:
-    return request.overlap or trigger.spec.overlap
