@@ -12,7 +12,7 @@ Reads use deferred transactions, which WAL lets run beside the writer.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -229,3 +229,34 @@ def _sqlite_engine(
             conn.exec_driver_sql("BEGIN")
 
     return engine
+
+
+def copy_rows(
+    conn: Connection, table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]
+) -> int:
+    """Insert `rows` (values in `columns` order, as the driver takes them; JSON as its
+    text) into `table` by COPY, in `conn`'s transaction: PostgreSQL only, for rows that
+    cannot conflict. A third of the time of psycopg's pipelined `executemany`.
+
+    Its errors are SQLAlchemy's, as those of an execution through `conn` would be: a
+    lost server invalidates the connection, and every caller maps them as it maps the
+    rest. Returns the number of rows copied.
+    """
+    import psycopg  # noqa: PLC0415 (PostgreSQL only)
+
+    statement = f"COPY {table} ({', '.join(columns)}) FROM STDIN"
+    driver = conn.connection.driver_connection
+    assert driver is not None  # noqa: S101 (a live connection of the pool)
+    try:
+        with driver.cursor() as cursor:
+            with cursor.copy(statement) as copy:
+                for row in rows:
+                    copy.write_row(row)
+            return int(cursor.rowcount)
+    except psycopg.Error as exc:
+        lost = conn.dialect.is_disconnect(exc, driver, None)  # type: ignore[arg-type]  # the DB-API error of this dialect
+        if lost:
+            conn.invalidate(exc)
+        raise sa.exc.DBAPIError.instance(
+            statement, None, exc, psycopg.Error, connection_invalidated=lost, dialect=conn.dialect
+        ) from exc

@@ -6,10 +6,10 @@ import re
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy import exc as sa_exc
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
+from looms_runtime.db import copy_rows
 from looms_runtime.schema import events, runs
 
 
@@ -77,9 +77,6 @@ def _compile(conn: Connection, which: str) -> tuple[str, tuple[int, ...] | None]
     return found
 
 
-_COPY_EVENTS = f"COPY looms_events ({', '.join(_EVENT_COLUMNS)}) FROM STDIN"
-
-
 def bulk_insert(conn: Connection, which: str, rows: list[tuple[Any, ...]]) -> int:
     """Insert many rows of a hot table through the driver's executemany.
 
@@ -91,36 +88,7 @@ def bulk_insert(conn: Connection, which: str, rows: list[tuple[Any, ...]]) -> in
     events of a 333-run start. Returns the number of rows inserted.
     """
     if which == "events" and conn.dialect.name == "postgresql" and rows:
-        return _copy_events(conn, rows)
+        return copy_rows(conn, "looms_events", _EVENT_COLUMNS, rows)
     sql, order = _compile(conn, which)
     params = rows if order is None else [tuple(row[i] for i in order) for row in rows]
     return int(conn.exec_driver_sql(sql, params).rowcount)
-
-
-def _copy_events(conn: Connection, rows: list[tuple[Any, ...]]) -> int:
-    """COPY the rows (in `_EVENT_COLUMNS` order) into the event log, in `conn`'s
-    transaction; the payloads are their JSON text, which the server parses as jsonb."""
-    import psycopg  # noqa: PLC0415 (PostgreSQL only)
-
-    driver = conn.connection.driver_connection
-    assert driver is not None  # noqa: S101 (a live connection of the pool)
-    try:
-        with driver.cursor() as cursor:
-            with cursor.copy(_COPY_EVENTS) as copy:
-                for row in rows:
-                    copy.write_row(row)
-            return int(cursor.rowcount)
-    except psycopg.Error as exc:
-        # As SQLAlchemy's own execution would: a lost server invalidates the
-        # connection, and the error is SQLAlchemy's, which every caller maps.
-        lost = conn.dialect.is_disconnect(exc, driver, None)  # type: ignore[arg-type]  # the DB-API error of this dialect
-        if lost:
-            conn.invalidate(exc)
-        raise sa_exc.DBAPIError.instance(
-            _COPY_EVENTS,
-            None,
-            exc,
-            psycopg.Error,
-            connection_invalidated=lost,
-            dialect=conn.dialect,
-        ) from exc

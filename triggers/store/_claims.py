@@ -15,6 +15,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from looms_runtime.db import copy_rows
 from triggers.clock import to_ms
 from triggers.errors import (
     LedgerChangedError,
@@ -324,7 +325,17 @@ class ClaimBatch:
         }
 
     def _write(self, stored: Mapping[str, Trigger | StoreError]) -> None:
-        executemany(self._conn, _INSERT_FIRE, self._rows)
+        if self._conn.dialect.name == "postgresql" and self._rows:
+            # New rows only (a duplicate would be a race the unique index refuses):
+            # COPY, a third of the pipelined executemany's time.
+            copy_rows(
+                self._conn,
+                "fires",
+                _FIRE_COLUMNS,
+                ([row[name] for name in _FIRE_COLUMNS] for row in self._rows),
+            )
+        else:
+            executemany(self._conn, _INSERT_FIRE, self._rows)
         touched = sorted(set(self._counters) | set(self._watermarks))
         params = []
         for trigger_id in touched:
