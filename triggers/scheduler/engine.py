@@ -442,12 +442,15 @@ class Scheduler:
     def _on_launched(self, trigger_id: str, run_id: str, completed: bool) -> None:
         """Launcher thread: a run started (or, with nothing to run, completed at once).
         Under `supersede`, occurrences buffered behind its reservation can now
-        supersede it."""
+        supersede it; behind a run that completed at once, any buffered ones may
+        launch (its claim left the entry's counts current)."""
+        entry = self._timetable.entries.get(trigger_id)
         if completed:
             self.monitor.completed_at_start(trigger_id, run_id)
+            if entry is None or entry.trigger.buffered_count:
+                self.pending.want()
             return
         self.monitor.watch(trigger_id, run_id)
-        entry = self._timetable.entries.get(trigger_id)
         if (
             entry is not None
             and entry.trigger.spec.overlap is Overlap.SUPERSEDE

@@ -108,7 +108,6 @@ class Monitor:
                 outcome="completed",
                 error=None,
             )
-        self._on_settled({trigger_id})
 
     def adopt(self, runs: Iterable[tuple[str, str]]) -> int:
         """Watch `(trigger_id, run_id)` pairs the ledger holds as launched; returns how
