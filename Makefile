@@ -10,12 +10,13 @@ UNIT_OUT ?= build/triggers.service
 # `systemd-analyze security` exposure, times ten (1.7 is 17): above this fails.
 UNIT_EXPOSURE ?= 20
 
-.PHONY: run test lint unit faults faketime install install-test clean systemd-unit verify-unit
+.PHONY: run test lint unit faults faketime install install-test native pure clean systemd-unit \
+	verify-unit
 
 $(BIN)/triggers: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e .
+	$(BIN)/pip install --quiet -e ".[native]"
 	touch $(BIN)/triggers
 
 $(VENV)/.test-deps: pyproject.toml $(BIN)/triggers
@@ -24,11 +25,24 @@ $(VENV)/.test-deps: pyproject.toml $(BIN)/triggers
 
 install: $(BIN)/triggers
 
+# The per-occurrence path compiled to C by mypyc, beside its sources (hatch_build.py
+# lists the modules). Compiled code depends on the types of what it imports: any
+# source change compiles again. `make pure` removes them (plain Python).
+native: $(VENV)/.native
+
+$(VENV)/.native: $(BIN)/triggers hatch_build.py $(shell find triggers -name '*.py')
+	$(BIN)/python hatch_build.py
+	touch $@
+
+pure:
+	$(BIN)/python hatch_build.py --clean
+	rm -f $(VENV)/.native
+
 install-test: $(VENV)/.test-deps
 
 # Bytecode compiled as an installed wheel has it, also where PYTHONDONTWRITEBYTECODE
 # is set: each CLI call then starts without compiling the project's modules.
-run: install
+run: install native
 	$(BIN)/python -m compileall -q triggers looms_runtime
 	$(BIN)/triggers run --config $(CONFIG)
 
@@ -38,15 +52,15 @@ lint: install-test
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-test: lint
+test: lint native
 	$(BIN)/pytest -n 2 --dist loadgroup
 	$(BIN)/pytest -m faults tests/faults
 
-unit: install-test
+unit: install-test native
 	$(BIN)/pytest tests/unit
 
 # The fault tests (real daemons killed, stopped, clock-jumped): see docs/reliability.md.
-faults: install-test faketime
+faults: install-test native faketime
 	$(BIN)/pytest -m faults tests/faults
 
 # libfaketime for the clock-jump fault test (Debian/Ubuntu package `faketime`).
@@ -71,3 +85,4 @@ verify-unit: install
 
 clean:
 	rm -rf $(VENV) build .pytest_cache .mypy_cache .ruff_cache
+	$(PYTHON) hatch_build.py --clean

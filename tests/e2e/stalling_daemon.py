@@ -1,7 +1,8 @@
 """`triggers` whose scheduler ticks block while a file exists: a test hook, not a feature.
 
 Run as `python tests/e2e/stalling_daemon.py run --config FILE` with `STALL_FILE` set;
-the daemon is the real one in every other respect.
+the daemon is the real one in every other respect: its scheduler is a subclass that
+waits before each tick (compiled, `Scheduler` allows plain-Python subclasses).
 """
 
 from __future__ import annotations
@@ -11,21 +12,22 @@ import threading
 from datetime import datetime
 from pathlib import Path
 
+import triggers.daemon
 from triggers.cli import main
 from triggers.scheduler.engine import Scheduler
 
 _GATE = Path(os.environ["STALL_FILE"])
-_tick = Scheduler.tick
 
 
-def _stalling_tick(self: Scheduler) -> datetime:
-    pause = threading.Event()
-    while _GATE.exists():
-        pause.wait(0.05)
-    return _tick(self)
+class _StallingScheduler(Scheduler):
+    def tick(self) -> datetime:
+        pause = threading.Event()
+        while _GATE.exists():
+            pause.wait(0.05)
+        return super().tick()
 
 
-Scheduler.tick = _stalling_tick  # type: ignore[method-assign]
+triggers.daemon.Scheduler = _StallingScheduler  # type: ignore[attr-defined]
 
 if __name__ == "__main__":
     main()

@@ -25,6 +25,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import cast
 
 from croniter import (  # noqa: TID251 - this package is where cron math is allowed
     CroniterError,
@@ -252,7 +253,7 @@ def _shape(text: str, *, seconds_first: bool) -> _Shape:
     iterator = croniter(text, _NAIVE_EPOCH, second_at_beginning=seconds_first)
     fields = text.split()
     days = _day_fields(iterator, day_of_month=fields[-3], day_of_week=fields[-1])
-    expanded = iterator.expanded
+    expanded = _expanded(iterator)
     has_seconds = len(expanded) > _SECONDS_FIELD
     calendar = CronCalendar(days)
     return _Shape(
@@ -313,7 +314,7 @@ def _refuse_mixed_weekdays(day_of_week: str, expression: str) -> None:
 
 def _day_fields(iterator: croniter, *, day_of_month: str, day_of_week: str) -> DayFields:
     """The month and day fields as `_cron_days` reads them."""
-    expanded = iterator.expanded
+    expanded = _expanded(iterator)
     nearest = frozenset(iterator.nearest_weekday)
     nth = frozenset(
         (weekday, LAST if number == "l" else int(number))
@@ -330,6 +331,12 @@ def _day_fields(iterator: croniter, *, day_of_month: str, day_of_week: str) -> D
         nth_weekdays=nth,
         day_or=_restricted(day_of_month) and _restricted(day_of_week),
     )
+
+
+def _expanded(iterator: croniter) -> list[list[int | str]]:
+    """croniter's expanded fields: numbers, with `*` and `l` as strings (its stubs
+    say strings only; compiled code checks what a variable holds)."""
+    return cast("list[list[int | str]]", iterator.expanded)
 
 
 def _set(field: Sequence[int | str], low: int, high: int) -> frozenset[int]:

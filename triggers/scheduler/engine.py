@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 
 import structlog
+from mypy_extensions import mypyc_attr
 
 from triggers.clock import Clock
 from triggers.errors import TriggersError
@@ -59,6 +60,9 @@ _HANDOFF = timedelta(seconds=2)
 _BUFFERING = frozenset({Overlap.BUFFER, Overlap.BUFFER_ALL, Overlap.SUPERSEDE})
 
 
+# Compiled (hatch_build.py), it may still be subclassed by plain Python: the test
+# daemon whose ticks stall (tests/e2e/stalling_daemon.py) is one.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Scheduler:
     """Claims due occurrences and hands them to the launcher; see the module doc."""
 

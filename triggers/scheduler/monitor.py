@@ -65,7 +65,7 @@ class Monitor:
         self._lock = threading.RLock()
         self._wake = threading.Condition(self._lock)
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="monitor", daemon=True)
+        self._worker = threading.Thread(target=self._loop, name="monitor", daemon=True)
         # Only the monitor's thread waits on `_wake`: a loop that runs inline has none
         # to notify (a report before the thread starts is seen by its first look).
         self._threaded = False
@@ -76,15 +76,15 @@ class Monitor:
 
     def start(self) -> None:
         self._threaded = True
-        self._thread.start()
+        self._worker.start()
 
     def close(self) -> None:
         """Detach: stop watching; the runs go on and are re-attached by the next start."""
         self._stop.set()
         with self._lock:
             self._wake.notify_all()
-        if self._thread.ident is not None:  # never started when the loop runs inline
-            self._thread.join(timeout=5)
+        if self._worker.ident is not None:  # never started when the loop runs inline
+            self._worker.join(timeout=5)
 
     def watch(self, trigger_id: str, run_id: str) -> None:
         with self._lock:
