@@ -53,6 +53,11 @@ NATIVE = (
     "triggers/store/_memory_rows.py",
     "triggers/store/memory.py",
     "triggers/runner/simulated.py",
+    "triggers/runner/protocol.py",
+    "triggers/model.py",
+    "triggers/store/protocol.py",
+    "triggers/clock.py",
+    "triggers/scheduler/pending.py",
     "triggers/simulation/_driver.py",
 )
 _SUFFIX = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
@@ -91,7 +96,12 @@ def build(target_dir: Path, *, inplace: bool) -> list[Path]:
     command.build_temp = str(ROOT / "build" / "native")
     command.parallel = os.cpu_count() or 1
     distribution.run_command("build_ext")
-    return [Path(path) for path in command.get_outputs()]
+    outputs = [Path(path) for path in command.get_outputs()]
+    # build_ext leaves an extension whose C did not change as it was (a module's
+    # shim, when only the shared library changed): every output is of this build.
+    for path in outputs:
+        path.touch()
+    return outputs
 
 
 def clean() -> None:

@@ -7,6 +7,8 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
+from mypy_extensions import mypyc_attr
+
 
 class Clock(Protocol):
     """Source of time and of interruptible waits."""
@@ -38,6 +40,7 @@ class SystemClock:
         return time.monotonic()
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # tests hold or step it
 class FakeClock:
     """A clock for tests: time moves only by `advance`, `set` or `wait`.
 

@@ -97,8 +97,7 @@ class OccurrenceSpan:
     count: int
 
 
-@fast_init
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(init=False, frozen=True, slots=True, kw_only=True)
 class DuePlan:
     """What a trigger owes between its watermark and now."""
 
@@ -106,6 +105,23 @@ class DuePlan:
     missed: list[MissedRange]
     watermark_at: datetime
     truncated: bool = False
+
+    # Written out: compiled (hatch_build.py), a native constructor (see records.py).
+    def __init__(
+        self,
+        *,
+        dispatch: list[datetime],
+        missed: list[MissedRange],
+        watermark_at: datetime,
+        truncated: bool = False,
+    ) -> None:
+        object.__setattr__(self, "dispatch", dispatch)
+        object.__setattr__(self, "missed", missed)
+        object.__setattr__(self, "watermark_at", watermark_at)
+        object.__setattr__(self, "truncated", truncated)
+
+
+fast_init(DuePlan)  # plain Python: a faster __init__ (see records.py)
 
 
 def load_timezone(name: str) -> ZoneInfo:

@@ -60,13 +60,19 @@ class StoredTrigger(TriggerState, Protocol):
     def updated_at(self) -> datetime: ...
 
 
-@dataclass(slots=True)
+@dataclass(init=False, slots=True)
 class Counters:
     """A trigger's mutable counters inside one deciding transaction."""
 
     active_count: int
     buffered_count: int
     runs_launched: int
+
+    # Written out: compiled (hatch_build.py), a native constructor (see records.py).
+    def __init__(self, active_count: int, buffered_count: int, runs_launched: int) -> None:
+        self.active_count = active_count
+        self.buffered_count = buffered_count
+        self.runs_launched = runs_launched
 
     @classmethod
     def of(cls, trigger: TriggerState) -> Counters:

@@ -44,7 +44,7 @@ _OUTCOMES = {
 _RETRY_AFTER = timedelta(milliseconds=RETRY_AFTER_MS)
 
 
-@dataclasses.dataclass(slots=True)
+@dataclasses.dataclass(init=False, slots=True)
 class _Decided:
     request: ClaimRequest
     key: str
@@ -58,6 +58,35 @@ class _Decided:
     retry_at: datetime | None = None
     row: FireRow | None = None
     completed: bool = False
+
+    # Written out: compiled (hatch_build.py), a native constructor (see records.py).
+    def __init__(
+        self,
+        request: ClaimRequest,
+        key: str,
+        action: Action,
+        reason: Reason | None = None,
+        launching: bool = False,
+        reservation: str | None = None,
+        supersedes: str | None = None,
+        run_id: str | None = None,
+        refused: str | None = None,
+        retry_at: datetime | None = None,
+        row: FireRow | None = None,
+        completed: bool = False,
+    ) -> None:
+        self.request = request
+        self.key = key
+        self.action = action
+        self.reason = reason
+        self.launching = launching
+        self.reservation = reservation
+        self.supersedes = supersedes
+        self.run_id = run_id
+        self.refused = refused
+        self.retry_at = retry_at
+        self.row = row
+        self.completed = completed
 
 
 class MemoryClaimBatch:
