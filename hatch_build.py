@@ -58,6 +58,10 @@ NATIVE = (
     "triggers/store/protocol.py",
     "triggers/clock.py",
     "triggers/scheduler/pending.py",
+    "triggers/scheduler/listing.py",
+    "triggers/scheduler/forecast.py",
+    "triggers/scheduler/division.py",
+    "triggers/simulation/_scenario.py",
     "triggers/simulation/_driver.py",
 )
 _SUFFIX = sysconfig.get_config_var("EXT_SUFFIX") or ".so"

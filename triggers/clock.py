@@ -121,15 +121,36 @@ def iso(instant: datetime) -> str:
 
 
 def iso_key(instant: datetime) -> str:
-    """The occurrence form used in idempotency keys: seconds, or milliseconds when present."""
+    """The occurrence form used in idempotency keys: seconds, or milliseconds when present.
+
+    Every occurrence claimed writes one, and `%` formatting six fields is most of
+    its cost: the date and the time of day are written once each and kept (the
+    days an occurrence falls on, the few times of day a schedule uses; times of
+    day; each up to `_KEPT`)."""
     at = instant.astimezone(UTC)
     if at.microsecond:
         return iso(at)
-    return _ISO_S % (at.year, at.month, at.day, at.hour, at.minute, at.second)
+    ordinal = at.toordinal()
+    day = _DAYS.get(ordinal)
+    if day is None:
+        day = _ISO_DAY % (at.year, at.month, at.day)
+        if len(_DAYS) < _KEPT:
+            _DAYS[ordinal] = day
+    second = at.hour * 3600 + at.minute * 60 + at.second
+    time = _TIMES.get(second)
+    if time is None:
+        time = _ISO_TIME % (at.hour, at.minute, at.second)
+        if len(_TIMES) < _KEPT:
+            _TIMES[second] = time
+    return day + time
 
 
 _ISO_MS = "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ"
-_ISO_S = "%04d-%02d-%02dT%02d:%02d:%02dZ"
+_ISO_DAY = "%04d-%02d-%02dT"
+_ISO_TIME = "%02d:%02d:%02dZ"
+_DAYS: dict[int, str] = {}
+_TIMES: dict[int, str] = {}
+_KEPT = 4096
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

@@ -140,8 +140,12 @@ class MemoryClaimBatch:
                 continue
             results.append(None)
             key = idempotency_key(trigger_id, request.occurrence_at, request.manual_key)
-            identity = (trigger_id, request.occurrence_at, request.manual_key)
-            seen = key in existing_keys or identity in existing
+            # The ledger's rows (`existing`: its ranges have no key), then this batch's
+            # requests, found by key alone: a request's key follows from its identity.
+            seen = key in existing_keys or (
+                bool(existing)
+                and (trigger_id, request.occurrence_at, request.manual_key) in existing
+            )
             if seen or decided_before(request, trigger):
                 self._advance(request)
                 decided.append(_Decided(request, key, Action.DUPLICATE))
@@ -152,7 +156,6 @@ class MemoryClaimBatch:
             if request.kind == "backfill" and request.occurrence_at > trigger.watermark_at:
                 decided.append(_Decided(request, key, Action.IGNORED))
                 continue
-            existing.add(identity)
             existing_keys.add(key)
             replaced = (
                 superseding
