@@ -62,6 +62,7 @@ NATIVE = (
     "triggers/scheduler/forecast.py",
     "triggers/scheduler/division.py",
     "triggers/simulation/_scenario.py",
+    "triggers/metrics.py",
     "triggers/simulation/_driver.py",
 )
 _SUFFIX = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
@@ -127,7 +128,19 @@ def main(argv: list[str]) -> int:
     if argv:
         sys.stderr.write(__doc__ or "")
         return 2
-    build(ROOT, inplace=True)
+    if os.environ.get("TRIGGERS_PURE_PYTHON") == "1":
+        clean()
+        sys.stderr.write("triggers: TRIGGERS_PURE_PYTHON=1: plain Python, nothing compiled\n")
+        return 0
+    try:
+        build(ROOT, inplace=True)
+    except (Exception, SystemExit) as error:  # noqa: BLE001 - a build tool's failures vary
+        clean()  # nothing half-built stays beside the sources
+        sys.stderr.write(
+            f"triggers: compiling with mypyc failed ({error}); plain Python runs the same "
+            "code: TRIGGERS_PURE_PYTHON=1 make ... skips compiling\n"
+        )
+        return 1
     return 0
 
 

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from mypy_extensions import mypyc_attr
+
 from prometheus_client import (
     CollectorRegistry,
     Counter,
@@ -54,6 +56,7 @@ TriggerSource = Callable[[], Iterable[TriggerGauge]]
 LastSettled = Callable[[], dict[str, dict[str, datetime]]]
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # and so may its own subclass
 class Metrics:
     """The daemon's instruments, registered on their own registry."""
 
@@ -190,6 +193,7 @@ class _Unrecorded:
         return None
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # tests count what it is told
 class UnrecordedMetrics(Metrics):
     """Metrics nobody scrapes, so none are kept: the instruments of a scheduler that
     runs a simulation, where they would cost a part of every simulated tick."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 from looms_runtime.db import Database
 from tests.integration.harness import Harness, ScriptedRunner
@@ -31,7 +32,7 @@ Event = tuple[datetime, int, Callable[[], None]]
 class EnginePlayer:
     """Plays one scenario (see the module doc) and returns the ledger it left."""
 
-    def __init__(self, db: Database, scenario: Scenario, **options: object) -> None:
+    def __init__(self, db: Database, scenario: Scenario, **options: Any) -> None:
         self.db = db
         self.scenario = scenario
         self.options = options

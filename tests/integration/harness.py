@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from looms_runtime.db import Database
 from triggers.clock import FakeClock
 from triggers.errors import RunnerError
+from triggers.metrics import Metrics
 from triggers.model import FireRecord, Outcome, TriggerSpec
 from triggers.runner.fake import FakeRunner
 from triggers.runner.protocol import LaunchRequest, RunHandle
@@ -84,6 +85,7 @@ class Harness:
         runner: FakeRunner | None = None,
         owner: str = "daemon-a",
         store: SqlTriggerStore | None = None,
+        metrics: Metrics | None = None,
         **options: object,
     ) -> None:
         self.db = db
@@ -107,6 +109,7 @@ class Harness:
             runner=self.runner,
             clock=self.clock,
             options=SchedulerOptions(**opts),  # type: ignore[arg-type]
+            metrics=metrics,
         )
         self.scheduler.launcher.start()
 

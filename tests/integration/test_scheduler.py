@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -17,6 +17,7 @@ from tests.integration.harness import Harness
 from triggers import services
 from triggers.clock import utc
 from triggers.errors import RunnerError, RunnerTimeoutError
+from triggers.metrics import UnrecordedMetrics
 from triggers.model import CatchupPolicy, Outcome, Overlap, Reason, RunStatus
 from triggers.runner.fake import FakeRunner
 from triggers.scheduler.dispatch import CLAIM_BATCH
@@ -425,11 +426,13 @@ def test_a_run_completed_in_its_start_is_settled_in_the_claim_and_never_watched(
         return inspect(run_ids)
 
     runner.inspect = inspecting  # type: ignore[method-assign]
-    h = Harness(database, start=T0, runner=runner)
     settled: list[tuple[str, str]] = []
-    h.scheduler.metrics.run_settled = lambda trigger_id, outcome, at: settled.append(  # type: ignore[method-assign]
-        (trigger_id, outcome)
-    )
+
+    class Counting(UnrecordedMetrics):
+        def run_settled(self, trigger_id: str, outcome: str, at: datetime) -> None:
+            settled.append((trigger_id, outcome))
+
+    h = Harness(database, start=T0, runner=runner, metrics=Counting())
     h.apply([spec("e", every=timedelta(minutes=1), max_active=1)])
     h.run_until(T0 + timedelta(minutes=5))
     h.close()

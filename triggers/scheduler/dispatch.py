@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Final
 
 import structlog
 
@@ -39,10 +40,10 @@ from triggers.store.protocol import (
 
 log = structlog.get_logger()
 
-_RETRY_AFTER = timedelta(seconds=1)
+_RETRY_AFTER: Final = timedelta(seconds=1)
 # A catch-up this large is worth a human's look (Kubernetes warns past 100 missed).
-_LARGE_CATCHUP = 100
-CLAIM_BATCH = 128
+_LARGE_CATCHUP: Final = 100
+CLAIM_BATCH: Final = 128
 """Requests per claim transaction: a tick's occurrences are claimed (and their runs
 started) in transactions of about this many, each trigger's wholly in one, so the
 first runs of a large tick start while the rest are still being claimed (measured at
@@ -345,8 +346,8 @@ def claim_batches(requests: list[ClaimRequest], size: int) -> list[list[ClaimReq
     return batches
 
 
-_ACCOUNTED_ELSEWHERE = frozenset({Action.FIRE, Action.SUPERSEDE, Action.DUPLICATE})
-_RECORDED = {
+_ACCOUNTED_ELSEWHERE: Final = frozenset({Action.FIRE, Action.SUPERSEDE, Action.DUPLICATE})
+_RECORDED: Final = {
     Action.SKIP: Outcome.SKIPPED,
     Action.BUFFER: Outcome.BUFFERED,
     Action.SUPERSEDED: Outcome.SUPERSEDED,

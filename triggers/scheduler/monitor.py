@@ -19,6 +19,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from datetime import timedelta
+from typing import Final
 
 import structlog
 
@@ -31,12 +32,12 @@ from triggers.store.protocol import Settlement, TriggerStore
 
 log = structlog.get_logger()
 
-_INSPECT_BATCH = 500
-_MAX_BACKOFF_S = 60.0
-_GATHER_S = 0.05
-_MAX_UNCLAIMED_REPORTS = 10_000
+_INSPECT_BATCH: Final = 500
+_MAX_BACKOFF_S: Final = 60.0
+_GATHER_S: Final = 0.05
+_MAX_UNCLAIMED_REPORTS: Final = 10_000
 # A failed run needs someone to look at it; `journalctl -p err` shows it.
-_FINISHED_LEVELS = {"failed": logging.ERROR}
+_FINISHED_LEVELS: Final = {"failed": logging.ERROR}
 
 
 class Monitor:

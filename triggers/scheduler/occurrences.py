@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Protocol
+from typing import Final, Protocol
 from zoneinfo import ZoneInfo
 
 from triggers.clock import from_ms, iso, to_ms
@@ -67,7 +67,7 @@ __all__ = [
     "plan_due",
 ]
 
-_MS = timedelta(milliseconds=1)
+_MS: Final = timedelta(milliseconds=1)
 
 
 class CompiledSchedule(Protocol):

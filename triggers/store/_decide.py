@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol
+from typing import Final, Protocol
 
 from triggers.model import Action, Outcome, Overlap, Reason, Trigger, TriggerSpec
 from triggers.store.protocol import ClaimRequest
@@ -142,10 +142,10 @@ class Decision:
 
 
 # The decisions are values: the common ones are made once, not for every occurrence.
-_FIRE = Decision(Action.FIRE)
-_IGNORED = Decision(Action.IGNORED)
-_SKIP_OVERLAP = Decision(Action.SKIP, Reason.OVERLAP)
-_BUFFER_OVERLAP = Decision(Action.BUFFER, Reason.OVERLAP)
+_FIRE: Final = Decision(Action.FIRE)
+_IGNORED: Final = Decision(Action.IGNORED)
+_SKIP_OVERLAP: Final = Decision(Action.SKIP, Reason.OVERLAP)
+_BUFFER_OVERLAP: Final = Decision(Action.BUFFER, Reason.OVERLAP)
 
 
 def capacity(overlap: Overlap, max_active: int) -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
+from typing import Final
 
 from triggers.errors import (
     LedgerChangedError,
@@ -34,14 +35,14 @@ from triggers.store.protocol import (
     RangeSplit,
 )
 
-_OUTCOMES = {
+_OUTCOMES: Final = {
     Action.FIRE: Outcome.LAUNCHING,
     Action.SUPERSEDE: Outcome.LAUNCHING,
     Action.SKIP: Outcome.SKIPPED,
     Action.BUFFER: Outcome.BUFFERED,
     Action.SUPERSEDED: Outcome.SUPERSEDED,
 }
-_RETRY_AFTER = timedelta(milliseconds=RETRY_AFTER_MS)
+_RETRY_AFTER: Final = timedelta(milliseconds=RETRY_AFTER_MS)
 
 
 @dataclasses.dataclass(init=False, slots=True)
