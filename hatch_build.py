@@ -93,7 +93,10 @@ def build(target_dir: Path, *, inplace: bool) -> list[Path]:
     from mypyc.build import mypycify  # noqa: PLC0415
     from setuptools import Distribution  # type: ignore[import-untyped]  # noqa: PLC0415
 
-    extensions = mypycify(list(NATIVE), opt_level="3", group_name=GROUP)
+    # Not the project's mypy configuration (its plugins need the dependencies in the
+    # build's environment): where a dependency is not installed, its types are Any.
+    options = ["--config-file=", "--ignore-missing-imports", "--python-version=3.11"]
+    extensions = mypycify([*options, *NATIVE], opt_level="3", group_name=GROUP)
     distribution = Distribution({"name": "triggers", "ext_modules": extensions})
     command = distribution.get_command_obj("build_ext")
     command.inplace = inplace
@@ -161,7 +164,7 @@ else:
             out = Path(self.directory) / "native"
             try:
                 outputs = build(out, inplace=False)
-            except Exception as error:  # noqa: BLE001 - the wheel is plain Python then
+            except (Exception, SystemExit) as error:  # noqa: BLE001 - plain Python then
                 self.app.display_warning(f"triggers: not compiled ({error}); plain Python")
                 return
             for path in outputs:
