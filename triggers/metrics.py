@@ -20,7 +20,6 @@ from datetime import datetime
 from typing import Any
 
 from mypy_extensions import mypyc_attr
-
 from prometheus_client import (
     CollectorRegistry,
     Counter,
