@@ -7,6 +7,7 @@ own configuration on SQL stores.)
 from __future__ import annotations
 
 import dataclasses
+import gc
 from datetime import datetime, timedelta
 
 import pytest
@@ -208,3 +209,27 @@ def test_years_of_a_weekly_trigger_keep_every_occurrence() -> None:
     expected = count_occurrences(weekly, after=T0, until=T0 + 3 * 365 * DAY - 30 * DAY)
     assert len(result.records) == expected == 153
     assert {r.outcome for r in result.records} == {Outcome.COMPLETED}
+
+
+def test_a_simulation_leaves_the_collector_on_and_its_ledger_old() -> None:
+    scenario = Scenario(specs=[spec("hourly", every=HOUR)], start_at=T0, end_at=T0 + 30 * DAY)
+    gc.collect()
+    result = simulate(scenario)
+
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    # The ledger it kept is in the oldest generation, not left for a young pass.
+    young = {id(o) for generation in (0, 1) for o in gc.get_objects(generation)}
+    assert len(result.records) == 30 * 24 and id(result.records[0]) not in young
+    assert id(result.records) not in young
+
+
+def test_a_simulation_keeps_what_the_process_froze_frozen() -> None:
+    scenario = Scenario(specs=[spec("daily", cron="0 6 * * *")], start_at=T0, end_at=T0 + DAY)
+    gc.freeze()
+    try:
+        assert gc.get_freeze_count() > 0
+        simulate(scenario)
+        # (Some of them may be freed meanwhile; none is moved back.)
+        assert gc.get_freeze_count() > 0 and gc.isenabled()
+    finally:
+        gc.unfreeze()

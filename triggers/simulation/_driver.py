@@ -71,13 +71,22 @@ def _collector_paused() -> Iterator[None]:
 
     The ledger grows by a row or two for every occurrence and nothing the loop makes
     forms a cycle (reference counting frees all of it), so each of the collector's
-    passes over an ever larger heap finds nothing: a tenth of a long simulation."""
+    passes over an ever larger heap finds nothing: a tenth of a long simulation.
+
+    At the end, what the run made and kept (the ledger it returns) would all be
+    young to the collector, whose first pass would then walk every row for nothing
+    (a tenth again, for ten years of an hourly job): it is moved to the oldest
+    generation instead, as if it had survived the passes (`gc.freeze` then
+    `gc.unfreeze`, unless the process froze objects of its own)."""
     enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
         if enabled:
+            if gc.get_freeze_count() == 0:
+                gc.freeze()
+                gc.unfreeze()
             gc.enable()
 
 
