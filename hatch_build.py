@@ -27,6 +27,7 @@ import os
 import shutil
 import sys
 import sysconfig
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -89,7 +90,9 @@ def stale() -> list[str]:
 def build(target_dir: Path, *, inplace: bool) -> list[Path]:
     """Compile NATIVE; return the extension files written (under `target_dir`, or
     beside the sources when `inplace`)."""
-    # Only a build needs them (and a wheel's build environment has them).
+    # Only a build needs them (and a wheel's build environment has them). setuptools
+    # warns that its `install` command is deprecated: this build never runs it.
+    warnings.filterwarnings("ignore", message="setup.py install is deprecated")
     from mypyc.build import mypycify  # noqa: PLC0415
     from setuptools import Distribution  # type: ignore[import-untyped]  # noqa: PLC0415
 
