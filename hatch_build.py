@@ -16,9 +16,10 @@ module before its source: a source edited after `make native` is not what runs
 until it is compiled again; `--check` (and the test suite's start) says so.
 
 A wheel built from this tree (`pip install .`, `python -m build`) compiles them
-through hatchling's build hook below when mypyc and a C compiler are there, with the
-project's dependencies installed for the type analysis (`--no-build-isolation`);
-otherwise, or with `TRIGGERS_PURE_PYTHON=1`, the wheel is plain Python.
+through hatchling's build hook below: the build's requirements (pyproject.toml)
+bring mypyc and the libraries the compiled modules import, for their types. Where
+the compile fails (no C compiler), or with `TRIGGERS_PURE_PYTHON=1`, the wheel is
+plain Python. `tests/e2e/test_wheel.py` builds one and runs `simulate` on it.
 """
 
 from __future__ import annotations
