@@ -147,8 +147,10 @@ class ClaimBatch:
                 continue
             results.append(None)
             key = idempotency_key(request.trigger_id, request.occurrence_at, request.manual_key)
+            # The ledger's rows (`existing`: its ranges have no key), then this batch's
+            # requests, found by key alone: a request's key follows from its identity.
             identity = (request.trigger_id, request.occurrence_at, request.manual_key)
-            seen = identity in existing or key in existing_keys
+            seen = key in existing_keys or identity in existing
             if seen or decided_before(request, trigger):
                 self._advance(request)
                 decided.append(_Decided(request, key, Action.DUPLICATE))
@@ -159,7 +161,6 @@ class ClaimBatch:
             if request.kind == "backfill" and request.occurrence_at > trigger.watermark_at:
                 decided.append(_Decided(request, key, Action.IGNORED))
                 continue
-            existing.add(identity)
             existing_keys.add(key)
             replaced = newest.get(trigger.id, index) > index and overlap_of(request, trigger) is (
                 Overlap.SUPERSEDE
