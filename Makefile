@@ -10,13 +10,12 @@ UNIT_OUT ?= build/triggers.service
 # `systemd-analyze security` exposure, times ten (1.7 is 17): above this fails.
 UNIT_EXPOSURE ?= 20
 
-.PHONY: run test lint unit faults faketime install install-test native pure clean systemd-unit \
-	verify-unit
+.PHONY: run test lint unit faults faketime install install-test clean systemd-unit verify-unit
 
 $(BIN)/triggers: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e ".[native]"
+	$(BIN)/pip install --quiet -e .
 	touch $(BIN)/triggers
 
 $(VENV)/.test-deps: pyproject.toml $(BIN)/triggers
@@ -25,25 +24,11 @@ $(VENV)/.test-deps: pyproject.toml $(BIN)/triggers
 
 install: $(BIN)/triggers
 
-# The per-occurrence path compiled to C by mypyc, beside its sources (hatch_build.py
-# lists the modules). Compiled code depends on the types of what it imports: any
-# source change compiles again. `make pure` removes them (plain Python), as does
-# TRIGGERS_PURE_PYTHON=1 for one command (`TRIGGERS_PURE_PYTHON=1 make run`).
-native: $(VENV)/.native
-
-$(VENV)/.native: $(BIN)/triggers hatch_build.py $(shell find triggers -name '*.py')
-	$(BIN)/python hatch_build.py
-	@[ "$$TRIGGERS_PURE_PYTHON" = 1 ] || touch $@
-
-pure:
-	$(BIN)/python hatch_build.py --clean
-	rm -f $(VENV)/.native
-
 install-test: $(VENV)/.test-deps
 
 # Bytecode compiled as an installed wheel has it, also where PYTHONDONTWRITEBYTECODE
 # is set: each CLI call then starts without compiling the project's modules.
-run: install native
+run: install
 	$(BIN)/python -m compileall -q triggers looms_runtime
 	$(BIN)/triggers run --config $(CONFIG)
 
@@ -53,15 +38,15 @@ lint: install-test
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-test: lint native
+test: lint
 	$(BIN)/pytest -n 2 --dist loadgroup
 	$(BIN)/pytest -m faults tests/faults
 
-unit: install-test native
+unit: install-test
 	$(BIN)/pytest tests/unit
 
 # The fault tests (real daemons killed, stopped, clock-jumped): see docs/reliability.md.
-faults: install-test native faketime
+faults: install-test faketime
 	$(BIN)/pytest -m faults tests/faults
 
 # libfaketime for the clock-jump fault test (Debian/Ubuntu package `faketime`).
@@ -86,4 +71,3 @@ verify-unit: install
 
 clean:
 	rm -rf $(VENV) build .pytest_cache .mypy_cache .ruff_cache
-	$(PYTHON) hatch_build.py --clean

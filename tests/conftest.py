@@ -21,7 +21,6 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
-import hatch_build
 from looms_runtime import Runtime
 from looms_runtime import schema as looms_schema
 from looms_runtime.db import Database
@@ -42,28 +41,6 @@ for _name in list(os.environ):
         del os.environ[_name]
 # A host's service environment file must not leak into the tests' CLI calls.
 os.environ["TRIGGERS_ENV_FILE"] = ""
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    """Refuse to test compiled modules older than their sources (hatch_build.py):
-    Python imports the compiled one, and the edit would go untested."""
-    stale = hatch_build.stale()
-    if stale:
-        raise pytest.UsageError(
-            f"{', '.join(stale)}: compiled before the last change; run `make native` "
-            "(or `make pure` to test plain Python)"
-        )
-
-
-def pytest_report_header(config: pytest.Config) -> str:
-    compiled = [
-        source for source in hatch_build.NATIVE if hatch_build.compiled_path(source).exists()
-    ]
-    if not compiled:
-        return "triggers: plain Python (`make native` compiles the per-occurrence path)"
-    return (
-        f"triggers: {len(compiled)} of {len(hatch_build.NATIVE)} modules compiled (hatch_build.py)"
-    )
 
 
 def _pg_admin() -> sa.Engine:

@@ -5,9 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from datetime import UTC, datetime, timedelta
-from typing import Final, Protocol
-
-from mypy_extensions import mypyc_attr
+from typing import Protocol
 
 
 class Clock(Protocol):
@@ -40,7 +38,6 @@ class SystemClock:
         return time.monotonic()
 
 
-@mypyc_attr(allow_interpreted_subclasses=True)  # tests hold or step it
 class FakeClock:
     """A clock for tests: time moves only by `advance`, `set` or `wait`.
 
@@ -145,12 +142,12 @@ def iso_key(instant: datetime) -> str:
     return day + time
 
 
-_ISO_MS: Final = "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ"
-_ISO_DAY: Final = "%04d-%02d-%02dT"
-_ISO_TIME: Final = "%02d:%02d:%02dZ"
-_DAYS: Final[dict[int, str]] = {}
-_TIMES: Final[dict[int, str]] = {}
-_KEPT: Final = 4096
+_ISO_MS = "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ"
+_ISO_DAY = "%04d-%02d-%02dT"
+_ISO_TIME = "%02d:%02d:%02dZ"
+_DAYS: dict[int, str] = {}
+_TIMES: dict[int, str] = {}
+_KEPT = 4096
 
 
-_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from mypy_extensions import mypyc_attr
 from prometheus_client import (
     CollectorRegistry,
     Counter,
@@ -55,7 +54,6 @@ TriggerSource = Callable[[], Iterable[TriggerGauge]]
 LastSettled = Callable[[], dict[str, dict[str, datetime]]]
 
 
-@mypyc_attr(allow_interpreted_subclasses=True)  # and so may its own subclass
 class Metrics:
     """The daemon's instruments, registered on their own registry."""
 
@@ -192,7 +190,6 @@ class _Unrecorded:
         return None
 
 
-@mypyc_attr(allow_interpreted_subclasses=True)  # tests count what it is told
 class UnrecordedMetrics(Metrics):
     """Metrics nobody scrapes, so none are kept: the instruments of a scheduler that
     runs a simulation, where they would cost a part of every simulated tick."""

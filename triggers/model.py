@@ -15,7 +15,6 @@ from typing import Any, Literal, TypeAlias
 
 from triggers.clock import from_ms, iso, iso_key, to_ms
 from triggers.durations import format_duration
-from triggers.records import fast_init
 
 JsonValue: TypeAlias = Any
 """A JSON-serialisable value (dicts, lists, str, int, float, bool, None)."""
@@ -233,7 +232,7 @@ class TriggerSpec:
         return self._digest
 
 
-@dataclass(init=False, frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Trigger:
     """A stored trigger: its declaration plus the state the store keeps for it."""
 
@@ -252,38 +251,6 @@ class Trigger:
     created_at: datetime
     updated_at: datetime
 
-    # Written out: compiled (hatch_build.py), a native constructor (see records.py).
-    def __init__(
-        self,
-        *,
-        spec: TriggerSpec,
-        revision: int,
-        paused: bool = False,
-        pause_note: str | None = None,
-        paused_at: datetime | None = None,
-        retired: bool = False,
-        watermark_at: datetime,
-        active_count: int = 0,
-        buffered_count: int = 0,
-        runs_launched: int = 0,
-        blocked_by: str | None = None,
-        created_at: datetime,
-        updated_at: datetime,
-    ) -> None:
-        object.__setattr__(self, "spec", spec)
-        object.__setattr__(self, "revision", revision)
-        object.__setattr__(self, "paused", paused)
-        object.__setattr__(self, "pause_note", pause_note)
-        object.__setattr__(self, "paused_at", paused_at)
-        object.__setattr__(self, "retired", retired)
-        object.__setattr__(self, "watermark_at", watermark_at)
-        object.__setattr__(self, "active_count", active_count)
-        object.__setattr__(self, "buffered_count", buffered_count)
-        object.__setattr__(self, "runs_launched", runs_launched)
-        object.__setattr__(self, "blocked_by", blocked_by)
-        object.__setattr__(self, "created_at", created_at)
-        object.__setattr__(self, "updated_at", updated_at)
-
     @property
     def id(self) -> str:
         return self.spec.id
@@ -294,10 +261,7 @@ class Trigger:
         return self.spec.enabled and not self.retired and not self.paused
 
 
-fast_init(Trigger)  # plain Python: a faster __init__ (see records.py)
-
-
-@dataclass(init=False, frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class FireRecord:
     """One fire ledger row: an occurrence (or a range of them) and what became of it."""
 
@@ -318,44 +282,6 @@ class FireRecord:
     idempotency_key: str | None = None
     blocked_by: str | None = None
     """With reason `blocked`: the run that blocked this occurrence."""
-
-    # Written out: compiled (hatch_build.py), a native constructor (see records.py).
-    def __init__(
-        self,
-        *,
-        trigger_id: str,
-        occurrence_at: datetime,
-        outcome: Outcome,
-        reason: Reason | None = None,
-        run_id: str | None = None,
-        revision: int | None = None,
-        host: str | None = None,
-        claimed_at: datetime | None = None,
-        launched_at: datetime | None = None,
-        settled_at: datetime | None = None,
-        error: str | None = None,
-        last_occurrence_at: datetime | None = None,
-        count: int = 1,
-        manual_key: str = "",
-        idempotency_key: str | None = None,
-        blocked_by: str | None = None,
-    ) -> None:
-        object.__setattr__(self, "trigger_id", trigger_id)
-        object.__setattr__(self, "occurrence_at", occurrence_at)
-        object.__setattr__(self, "outcome", outcome)
-        object.__setattr__(self, "reason", reason)
-        object.__setattr__(self, "run_id", run_id)
-        object.__setattr__(self, "revision", revision)
-        object.__setattr__(self, "host", host)
-        object.__setattr__(self, "claimed_at", claimed_at)
-        object.__setattr__(self, "launched_at", launched_at)
-        object.__setattr__(self, "settled_at", settled_at)
-        object.__setattr__(self, "error", error)
-        object.__setattr__(self, "last_occurrence_at", last_occurrence_at)
-        object.__setattr__(self, "count", count)
-        object.__setattr__(self, "manual_key", manual_key)
-        object.__setattr__(self, "idempotency_key", idempotency_key)
-        object.__setattr__(self, "blocked_by", blocked_by)
 
     def to_json(self) -> dict[str, Any]:
         """The row as `history --json` prints it (and `triggers.timeline` draws it)."""
@@ -378,9 +304,6 @@ class FireRecord:
             "idempotency_key": self.idempotency_key,
             "blocked_by": self.blocked_by,
         }
-
-
-fast_init(FireRecord)  # plain Python: a faster __init__ (see records.py)
 
 
 def _iso_or_none(value: datetime | None) -> str | None:

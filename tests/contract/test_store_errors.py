@@ -91,8 +91,8 @@ def test_ledger_unique_violation_is_a_duplicate_occurrence_error(database: Datab
 def test_other_integrity_error_is_a_store_error(database: Database) -> None:
     store = SqlTriggerStore(database)
 
-    # A heartbeat without a host (NOT NULL): a stand-in of the record's fields, as the
-    # record itself (compiled, hatch_build.py) refuses None for a string.
+    # A heartbeat without a host (NOT NULL): a stand-in of the record's fields, typed
+    # loosely, as a record read from outside the type checker could be.
     fields = [(f.name, Any) for f in dataclasses.fields(Heartbeat)]
     stand_in = dataclasses.make_dataclass("Headless", fields, kw_only=True)
     headless = cast(Heartbeat, stand_in(**(dataclasses.asdict(beat()) | {"host": None})))

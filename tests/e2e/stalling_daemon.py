@@ -2,7 +2,7 @@
 
 Run as `python tests/e2e/stalling_daemon.py run --config FILE` with `STALL_FILE` set;
 the daemon is the real one in every other respect: its scheduler is a subclass that
-waits before each tick (compiled, `Scheduler` allows plain-Python subclasses).
+waits before each tick.
 """
 
 from __future__ import annotations

@@ -14,10 +14,9 @@ from typing import Protocol
 from triggers.clock import iso
 from triggers.errors import RunnerError
 from triggers.model import JsonValue, RunStatus
-from triggers.records import fast_init
 
 
-@dataclass(init=False, frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class LaunchRequest:
     """Start one run for one occurrence; `idempotency_key` makes retries safe."""
 
@@ -27,24 +26,6 @@ class LaunchRequest:
     input: JsonValue
     trigger_id: str
     occurrence_at: datetime
-
-    # Written out: compiled (hatch_build.py), a native constructor (see records.py).
-    def __init__(
-        self,
-        *,
-        idempotency_key: str,
-        flow: str,
-        flow_version: str,
-        input: JsonValue,  # noqa: A002 - the field's name
-        trigger_id: str,
-        occurrence_at: datetime,
-    ) -> None:
-        object.__setattr__(self, "idempotency_key", idempotency_key)
-        object.__setattr__(self, "flow", flow)
-        object.__setattr__(self, "flow_version", flow_version)
-        object.__setattr__(self, "input", input)
-        object.__setattr__(self, "trigger_id", trigger_id)
-        object.__setattr__(self, "occurrence_at", occurrence_at)
 
     @property
     def env(self) -> Mapping[str, str]:
@@ -57,10 +38,7 @@ class LaunchRequest:
         }
 
 
-fast_init(LaunchRequest)  # plain Python: a faster __init__ (see records.py)
-
-
-@dataclass(init=False, frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RunHandle:
     """A run the runtime holds for a key; `created` is False when it already existed.
 
@@ -70,15 +48,6 @@ class RunHandle:
     run_id: str
     created: bool
     completed: bool = False
-
-    # Written out: compiled (hatch_build.py), a native constructor (see records.py).
-    def __init__(self, *, run_id: str, created: bool, completed: bool = False) -> None:
-        object.__setattr__(self, "run_id", run_id)
-        object.__setattr__(self, "created", created)
-        object.__setattr__(self, "completed", completed)
-
-
-fast_init(RunHandle)  # plain Python: a faster __init__ (see records.py)
 
 
 SettledCallback = Callable[[str, RunStatus], None]

@@ -14,7 +14,6 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from typing import Final
 
 from triggers.errors import RunnerError, RunnerRefusedError
 from triggers.model import JsonValue, RunStatus
@@ -23,9 +22,9 @@ from triggers.runner.protocol import AfterCommit, LaunchRequest, RunHandle, Sett
 Duration = Callable[[str], timedelta]
 """How long a run of the trigger of that id lasts."""
 
-_ACTIVE: Final = RunStatus(state="active")
-_COMPLETED: Final = RunStatus(state="completed")
-_CANCELLED: Final = RunStatus(state="cancelled", error="cancelled")
+_ACTIVE = RunStatus(state="active")
+_COMPLETED = RunStatus(state="completed")
+_CANCELLED = RunStatus(state="cancelled", error="cancelled")
 
 
 class SimulatedRunner:

@@ -25,7 +25,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Final, cast
+from typing import cast
 
 from croniter import (  # noqa: TID251 - this package is where cron math is allowed
     CroniterError,
@@ -47,15 +47,15 @@ from triggers.scheduler._timeline import (
     join,
 )
 
-_DAY_S: Final = 86_400
-_SEGMENT_S: Final = 35 * _DAY_S  # how far a search looks for the segment's end (see `_segment`)
-_WITH_SECONDS: Final = 6  # fields in an expression with a leading seconds field
-_SECONDS_FIELD: Final = 5  # where croniter's expansion keeps the seconds, whatever their position
+_DAY_S = 86_400
+_SEGMENT_S = 35 * _DAY_S  # how far a search looks for the segment's end (see `_segment`)
+_WITH_SECONDS = 6  # fields in an expression with a leading seconds field
+_SECONDS_FIELD = 5  # where croniter's expansion keeps the seconds, whatever their position
 _DAY_OF_MONTH, _MONTH, _DAY_OF_WEEK = 2, 3, 4  # croniter's field indexes
-_NAIVE_EPOCH: Final = instant(0).replace(tzinfo=None)
+_NAIVE_EPOCH = instant(0).replace(tzinfo=None)
 # Vixie cron's meanings; croniter would turn them into H (hashed) forms when given a
 # hash id, which would move `@daily` away from midnight.
-_MACROS: Final = {
+_MACROS = {
     "@yearly": "0 0 1 1 *",
     "@annually": "0 0 1 1 *",
     "@monthly": "0 0 1 * *",
@@ -64,11 +64,11 @@ _MACROS: Final = {
     "@midnight": "0 0 * * *",
     "@hourly": "0 * * * *",
 }
-_WEEKDAYS: Final = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
-_NAMES: Final = {name.lower(): number for number, name in enumerate(calendar.month_abbr) if name}
+_WEEKDAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
+_NAMES = {name.lower(): number for number, name in enumerate(calendar.month_abbr) if name}
 _NAMES.update({name: number for number, name in enumerate(_WEEKDAYS)})
-_RANGE: Final = re.compile(r"^(?P<low>[0-9a-z]+)-(?P<high>[0-9a-z]+)(?:/\d+)?(?P<nth>#\d+)?$")
-_REBOOT: Final = (
+_RANGE = re.compile(r"^(?P<low>[0-9a-z]+)-(?P<high>[0-9a-z]+)(?:/\d+)?(?P<nth>#\d+)?$")
+_REBOOT = (
     "@reboot is not supported: triggers fire on a clock, not at daemon start; "
     "use a systemd unit for boot-time work"
 )
@@ -335,7 +335,7 @@ def _day_fields(iterator: croniter, *, day_of_month: str, day_of_week: str) -> D
 
 def _expanded(iterator: croniter) -> list[list[int | str]]:
     """croniter's expanded fields: numbers, with `*` and `l` as strings (its stubs
-    say strings only; compiled code checks what a variable holds)."""
+    say strings only)."""
     return cast("list[list[int | str]]", iterator.expanded)
 
 

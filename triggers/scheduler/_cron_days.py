@@ -28,16 +28,15 @@ import calendar
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date
-from typing import Final
 
-_EPOCH_ORDINAL: Final = date(1970, 1, 1).toordinal()
-_MAX_ORDINAL: Final = date.max.toordinal()
-_CYCLE_MONTHS: Final = 400 * 12
-_WEEK: Final = 7
-LAST: Final = 0
+_EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
+_MAX_ORDINAL = date.max.toordinal()
+_CYCLE_MONTHS = 400 * 12
+_WEEK = 7
+LAST = 0
 """The occurrence number of `L5` (the last Friday) among those of `5#n` (1 to 5)."""
-_SATURDAY: Final = 6
-_DECEMBER: Final = 12
+_SATURDAY = 6
+_DECEMBER = 12
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Final, Literal
+from typing import TYPE_CHECKING, Literal
 
 from triggers.scheduler._timeline import Transition, ZoneTimeline, instant
 
@@ -20,8 +20,8 @@ if TYPE_CHECKING:
     from triggers.scheduler._cron import CronRule
 
 ShiftKind = Literal["moved", "merged", "repeated"]
-_MAX_WALLS: Final = 4  # wall times of one gap worth naming (`0-59 2 * * *` has 60)
-_DAY_S: Final = 86_400
+_MAX_WALLS = 4  # wall times of one gap worth naming (`0-59 2 * * *` has 60)
+_DAY_S = 86_400
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

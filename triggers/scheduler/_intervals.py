@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import calendar
 from datetime import date, datetime, timedelta
-from typing import Final
 
 from triggers.clock import from_ms, to_ms
 from triggers.errors import ScheduleError
@@ -27,14 +26,14 @@ from triggers.scheduler._timeline import (
     instant,
 )
 
-CALENDAR_ANCHOR: Final = date(2001, 1, 1)
+CALENDAR_ANCHOR = date(2001, 1, 1)
 """Where a calendar schedule without `start` counts from: a Monday, and the first day
 of a month and of a year, so `weeks: 1` fires on Mondays and `months: 1` on the 1st."""
 
-_DAY_S: Final = 86_400
-_ORDINAL_1970: Final = date(1970, 1, 1).toordinal()
-_DAYS_PER_MONTH: Final = 365.2425 / 12
-_NEVER: Final = 1 << 62
+_DAY_S = 86_400
+_ORDINAL_1970 = date(1970, 1, 1).toordinal()
+_DAYS_PER_MONTH = 365.2425 / 12
+_NEVER = 1 << 62
 """An instant later than any datetime: stands for an index past year 9999."""
 
 

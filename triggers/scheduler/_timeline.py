@@ -12,7 +12,7 @@ import functools
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from triggers.errors import ScheduleError
@@ -20,13 +20,13 @@ from triggers.errors import ScheduleError
 if TYPE_CHECKING:
     from triggers.scheduler._dst import DstShift
 
-EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
-TICK: Final = timedelta(microseconds=1)
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+TICK = timedelta(microseconds=1)
 """The smallest step between two datetimes: turns `<` into `<=` for exclusive bounds."""
 
 # Probing offsets once a day finds every transition as long as two of them are more
 # than a day apart, which holds for every zone in the tz database.
-_PROBE_S: Final = 86_400
+_PROBE_S = 86_400
 # Years outside this range overflow datetime arithmetic near its limits.
 _FIRST_YEAR, _LAST_YEAR = 2, 9998
 

@@ -12,9 +12,8 @@ new declaration; a second mismatch waits for the next tick.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Final
 
 import structlog
 
@@ -40,10 +39,10 @@ from triggers.store.protocol import (
 
 log = structlog.get_logger()
 
-_RETRY_AFTER: Final = timedelta(seconds=1)
+_RETRY_AFTER = timedelta(seconds=1)
 # A catch-up this large is worth a human's look (Kubernetes warns past 100 missed).
-_LARGE_CATCHUP: Final = 100
-CLAIM_BATCH: Final = 128
+_LARGE_CATCHUP = 100
+CLAIM_BATCH = 128
 """Requests per claim transaction: a tick's occurrences are claimed (and their runs
 started) in transactions of about this many, each trigger's wholly in one, so the
 first runs of a large tick start while the rest are still being claimed (measured at
@@ -51,22 +50,16 @@ first runs of a large tick start while the rest are still being claimed (measure
 428 -> 239 ms, against one transaction for the whole tick; 64 and 256 did worse)."""
 
 
-@dataclass(init=False, slots=True)
+@dataclass(slots=True)
 class TickReport:
     """What one tick did (for logs, tests and benchmarks)."""
 
-    claimed: int
-    launched: int
-    ranges: int
-    errors: int
-    polled: bool
-    outcomes: dict[str, int]
-
-    def __init__(self) -> None:
-        # Written out so that compiled (hatch_build.py) it is a native constructor.
-        self.claimed = self.launched = self.ranges = self.errors = 0
-        self.polled = False
-        self.outcomes = {}
+    claimed: int = 0
+    launched: int = 0
+    ranges: int = 0
+    errors: int = 0
+    polled: bool = False
+    outcomes: dict[str, int] = field(default_factory=dict)
 
 
 class Dispatcher:
@@ -346,8 +339,8 @@ def claim_batches(requests: list[ClaimRequest], size: int) -> list[list[ClaimReq
     return batches
 
 
-_ACCOUNTED_ELSEWHERE: Final = frozenset({Action.FIRE, Action.SUPERSEDE, Action.DUPLICATE})
-_RECORDED: Final = {
+_ACCOUNTED_ELSEWHERE = frozenset({Action.FIRE, Action.SUPERSEDE, Action.DUPLICATE})
+_RECORDED = {
     Action.SKIP: Outcome.SKIPPED,
     Action.BUFFER: Outcome.BUFFERED,
     Action.SUPERSEDED: Outcome.SUPERSEDED,

@@ -18,10 +18,8 @@ import os
 import threading
 from collections.abc import Mapping
 from datetime import datetime, timedelta
-from typing import Final
 
 import structlog
-from mypy_extensions import mypyc_attr
 
 from triggers.clock import Clock
 from triggers.errors import TriggersError
@@ -46,24 +44,21 @@ __all__ = ["Scheduler", "SchedulerOptions"]
 
 log = structlog.get_logger()
 
-_PRUNE_EVERY: Final = timedelta(hours=1)
+_PRUNE_EVERY = timedelta(hours=1)
 # Four beats within the owner lease (after which other daemons take this one's
 # reservations), at most one a second: each is a committed write.
-_BEATS_PER_LEASE: Final = 4
-_HEARTBEAT_MIN_EVERY: Final = timedelta(seconds=1)
-_MAX_HOUSEKEEPING_DEFER: Final = timedelta(seconds=10)
-_FULL_LISTING_EVERY: Final = timedelta(minutes=10)
+_BEATS_PER_LEASE = 4
+_HEARTBEAT_MIN_EVERY = timedelta(seconds=1)
+_MAX_HOUSEKEEPING_DEFER = timedelta(seconds=10)
+_FULL_LISTING_EVERY = timedelta(minutes=10)
 _SYNC_BATCH = 2_000
-_LISTING_PAGE: Final = 500
-_CLOCK_MARGIN: Final = timedelta(seconds=15)
-_RETRY_AFTER: Final = timedelta(seconds=1)
-_HANDOFF: Final = timedelta(seconds=2)
-_BUFFERING: Final = frozenset({Overlap.BUFFER, Overlap.BUFFER_ALL, Overlap.SUPERSEDE})
+_LISTING_PAGE = 500
+_CLOCK_MARGIN = timedelta(seconds=15)
+_RETRY_AFTER = timedelta(seconds=1)
+_HANDOFF = timedelta(seconds=2)
+_BUFFERING = frozenset({Overlap.BUFFER, Overlap.BUFFER_ALL, Overlap.SUPERSEDE})
 
 
-# Compiled (hatch_build.py), it may still be subclassed by plain Python: the test
-# daemon whose ticks stall (tests/e2e/stalling_daemon.py) is one.
-@mypyc_attr(allow_interpreted_subclasses=True)
 class Scheduler:
     """Claims due occurrences and hands them to the launcher; see the module doc."""
 

@@ -16,7 +16,6 @@ import queue
 import threading
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from typing import Final
 
 import structlog
 
@@ -37,9 +36,9 @@ from triggers.store.protocol import (
 
 log = structlog.get_logger()
 
-_BATCH: Final = 1000
-_RETRY_AFTER: Final = timedelta(seconds=5)
-_RECORD_RETRY: Final = timedelta(seconds=1)
+_BATCH = 1000
+_RETRY_AFTER = timedelta(seconds=5)
+_RECORD_RETRY = timedelta(seconds=1)
 
 
 def launch_request(claim: Claim) -> LaunchRequest:

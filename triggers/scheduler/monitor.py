@@ -19,7 +19,6 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from datetime import timedelta
-from typing import Final
 
 import structlog
 
@@ -32,12 +31,12 @@ from triggers.store.protocol import Settlement, TriggerStore
 
 log = structlog.get_logger()
 
-_INSPECT_BATCH: Final = 500
-_MAX_BACKOFF_S: Final = 60.0
-_GATHER_S: Final = 0.05
-_MAX_UNCLAIMED_REPORTS: Final = 10_000
+_INSPECT_BATCH = 500
+_MAX_BACKOFF_S = 60.0
+_GATHER_S = 0.05
+_MAX_UNCLAIMED_REPORTS = 10_000
 # A failed run needs someone to look at it; `journalctl -p err` shows it.
-_FINISHED_LEVELS: Final = {"failed": logging.ERROR}
+_FINISHED_LEVELS = {"failed": logging.ERROR}
 
 
 class Monitor:
@@ -66,7 +65,7 @@ class Monitor:
         self._lock = threading.RLock()
         self._wake = threading.Condition(self._lock)
         self._stop = threading.Event()
-        self._worker = threading.Thread(target=self._loop, name="monitor", daemon=True)
+        self._thread = threading.Thread(target=self._loop, name="monitor", daemon=True)
         # Only the monitor's thread waits on `_wake`: a loop that runs inline has none
         # to notify (a report before the thread starts is seen by its first look).
         self._threaded = False
@@ -77,15 +76,15 @@ class Monitor:
 
     def start(self) -> None:
         self._threaded = True
-        self._worker.start()
+        self._thread.start()
 
     def close(self) -> None:
         """Detach: stop watching; the runs go on and are re-attached by the next start."""
         self._stop.set()
         with self._lock:
             self._wake.notify_all()
-        if self._worker.ident is not None:  # never started when the loop runs inline
-            self._worker.join(timeout=5)
+        if self._thread.ident is not None:  # never started when the loop runs inline
+            self._thread.join(timeout=5)
 
     def watch(self, trigger_id: str, run_id: str) -> None:
         with self._lock:

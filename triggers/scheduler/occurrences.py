@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Final, Protocol
+from typing import Protocol
 from zoneinfo import ZoneInfo
 
 from triggers.clock import from_ms, iso, to_ms
@@ -31,7 +31,6 @@ from triggers.model import (
     Reason,
     Schedule,
 )
-from triggers.records import fast_init
 from triggers.scheduler._cron import CronOccurrences, parse_cron
 from triggers.scheduler._dst import DstShift, describe_shift
 from triggers.scheduler._intervals import (
@@ -67,7 +66,7 @@ __all__ = [
     "plan_due",
 ]
 
-_MS: Final = timedelta(milliseconds=1)
+_MS = timedelta(milliseconds=1)
 
 
 class CompiledSchedule(Protocol):
@@ -97,7 +96,7 @@ class OccurrenceSpan:
     count: int
 
 
-@dataclass(init=False, frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class DuePlan:
     """What a trigger owes between its watermark and now."""
 
@@ -105,23 +104,6 @@ class DuePlan:
     missed: list[MissedRange]
     watermark_at: datetime
     truncated: bool = False
-
-    # Written out: compiled (hatch_build.py), a native constructor (see records.py).
-    def __init__(
-        self,
-        *,
-        dispatch: list[datetime],
-        missed: list[MissedRange],
-        watermark_at: datetime,
-        truncated: bool = False,
-    ) -> None:
-        object.__setattr__(self, "dispatch", dispatch)
-        object.__setattr__(self, "missed", missed)
-        object.__setattr__(self, "watermark_at", watermark_at)
-        object.__setattr__(self, "truncated", truncated)
-
-
-fast_init(DuePlan)  # plain Python: a faster __init__ (see records.py)
 
 
 def load_timezone(name: str) -> ZoneInfo:

@@ -25,7 +25,6 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
-from typing import Final
 
 from triggers.errors import InputError, UnknownTriggerError
 from triggers.metrics import UnrecordedMetrics
@@ -37,11 +36,11 @@ from triggers.simulation._scenario import Downtime, Interval, Scenario, Simulati
 from triggers.store.memory import MemoryTriggerStore
 from triggers.store.protocol import HistoryQuery
 
-_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
-_HOST: Final = "simulation"
-_POLL: Final = timedelta(days=7)
-_PAUSE_NOTE: Final = "paused by the simulation"
-_ALL: Final = 1 << 62
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_HOST = "simulation"
+_POLL = timedelta(days=7)
+_PAUSE_NOTE = "paused by the simulation"
+_ALL = 1 << 62
 
 
 class _Strict(UnrecordedMetrics):

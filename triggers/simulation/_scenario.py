@@ -5,13 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Final
 
 from triggers.clock import iso
 from triggers.errors import InputError
 from triggers.model import FireRecord, TriggerSpec
 
-DEFAULT_DURATION: Final = timedelta(minutes=1)
+DEFAULT_DURATION = timedelta(minutes=1)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

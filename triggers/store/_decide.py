@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Final, Protocol
+from typing import Protocol
 
 from triggers.model import Action, Outcome, Overlap, Reason, Trigger, TriggerSpec
 from triggers.store.protocol import ClaimRequest
@@ -60,19 +60,13 @@ class StoredTrigger(TriggerState, Protocol):
     def updated_at(self) -> datetime: ...
 
 
-@dataclass(init=False, slots=True)
+@dataclass(slots=True)
 class Counters:
     """A trigger's mutable counters inside one deciding transaction."""
 
     active_count: int
     buffered_count: int
     runs_launched: int
-
-    # Written out: compiled (hatch_build.py), a native constructor (see records.py).
-    def __init__(self, active_count: int, buffered_count: int, runs_launched: int) -> None:
-        self.active_count = active_count
-        self.buffered_count = buffered_count
-        self.runs_launched = runs_launched
 
     @classmethod
     def of(cls, trigger: TriggerState) -> Counters:
@@ -142,10 +136,10 @@ class Decision:
 
 
 # The decisions are values: the common ones are made once, not for every occurrence.
-_FIRE: Final = Decision(Action.FIRE)
-_IGNORED: Final = Decision(Action.IGNORED)
-_SKIP_OVERLAP: Final = Decision(Action.SKIP, Reason.OVERLAP)
-_BUFFER_OVERLAP: Final = Decision(Action.BUFFER, Reason.OVERLAP)
+_FIRE = Decision(Action.FIRE)
+_IGNORED = Decision(Action.IGNORED)
+_SKIP_OVERLAP = Decision(Action.SKIP, Reason.OVERLAP)
+_BUFFER_OVERLAP = Decision(Action.BUFFER, Reason.OVERLAP)
 
 
 def capacity(overlap: Overlap, max_active: int) -> int:

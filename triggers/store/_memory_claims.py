@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from typing import Final
 
 from triggers.errors import (
     LedgerChangedError,
@@ -35,17 +34,17 @@ from triggers.store.protocol import (
     RangeSplit,
 )
 
-_OUTCOMES: Final = {
+_OUTCOMES = {
     Action.FIRE: Outcome.LAUNCHING,
     Action.SUPERSEDE: Outcome.LAUNCHING,
     Action.SKIP: Outcome.SKIPPED,
     Action.BUFFER: Outcome.BUFFERED,
     Action.SUPERSEDED: Outcome.SUPERSEDED,
 }
-_RETRY_AFTER: Final = timedelta(milliseconds=RETRY_AFTER_MS)
+_RETRY_AFTER = timedelta(milliseconds=RETRY_AFTER_MS)
 
 
-@dataclasses.dataclass(init=False, slots=True)
+@dataclasses.dataclass(slots=True)
 class _Decided:
     request: ClaimRequest
     key: str
@@ -59,35 +58,6 @@ class _Decided:
     retry_at: datetime | None = None
     row: FireRow | None = None
     completed: bool = False
-
-    # Written out: compiled (hatch_build.py), a native constructor (see records.py).
-    def __init__(
-        self,
-        request: ClaimRequest,
-        key: str,
-        action: Action,
-        reason: Reason | None = None,
-        launching: bool = False,
-        reservation: str | None = None,
-        supersedes: str | None = None,
-        run_id: str | None = None,
-        refused: str | None = None,
-        retry_at: datetime | None = None,
-        row: FireRow | None = None,
-        completed: bool = False,
-    ) -> None:
-        self.request = request
-        self.key = key
-        self.action = action
-        self.reason = reason
-        self.launching = launching
-        self.reservation = reservation
-        self.supersedes = supersedes
-        self.run_id = run_id
-        self.refused = refused
-        self.retry_at = retry_at
-        self.row = row
-        self.completed = completed
 
 
 class MemoryClaimBatch:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Final
 
 from triggers.errors import (
     LedgerChangedError,
@@ -25,7 +24,7 @@ from triggers.store._memory_rows import FireRow, Tables, cut, ordered
 from triggers.store._shared import new_reservation
 from triggers.store.protocol import Claim, RangeRecord, RangeSplit, RunChange, Settlement
 
-_ACTIVE: Final = (Outcome.LAUNCHING, Outcome.LAUNCHED)
+_ACTIVE = (Outcome.LAUNCHING, Outcome.LAUNCHED)
 
 
 def apply_splits(tables: Tables, splits: Sequence[RangeSplit], now: datetime) -> None:
@@ -219,7 +218,7 @@ def _pending_claim(trigger: Trigger, row: FireRow) -> Claim:
     )
 
 
-_SETTLED_AS: Final = {outcome.value: outcome for outcome in Outcome}
+_SETTLED_AS = {outcome.value: outcome for outcome in Outcome}
 """`Outcome(state)` without the enum's call (one for every run that ends)."""
 
 

@@ -66,7 +66,7 @@ class TriggerRow:
         )
 
 
-@dataclass(init=False, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class FireRow:
     """One row of `fires` (the ledger)."""
 
@@ -92,56 +92,6 @@ class FireRow:
     reservation: str | None = None
     lease_owner: str | None = None
     lease_expires_at: datetime | None = None
-
-    # Written out: compiled (hatch_build.py), a native constructor (see records.py).
-    def __init__(
-        self,
-        *,
-        id: int = 0,  # noqa: A002 - the column's name
-        trigger_id: str,
-        occurrence_at: datetime,
-        outcome: Outcome,
-        last_occurrence_at: datetime | None = None,
-        count: int = 1,
-        manual_key: str = "",
-        idempotency_key: str | None = None,
-        kind: FireKind = "scheduled",
-        reason: Reason | None = None,
-        run_id: str | None = None,
-        supersedes_run_id: str | None = None,
-        blocked_by: str | None = None,
-        revision: int | None = None,
-        host: str | None = None,
-        claimed_at: datetime | None = None,
-        launched_at: datetime | None = None,
-        settled_at: datetime | None = None,
-        error: str | None = None,
-        reservation: str | None = None,
-        lease_owner: str | None = None,
-        lease_expires_at: datetime | None = None,
-    ) -> None:
-        self.id = id
-        self.trigger_id = trigger_id
-        self.occurrence_at = occurrence_at
-        self.outcome = outcome
-        self.last_occurrence_at = last_occurrence_at
-        self.count = count
-        self.manual_key = manual_key
-        self.idempotency_key = idempotency_key
-        self.kind = kind
-        self.reason = reason
-        self.run_id = run_id
-        self.supersedes_run_id = supersedes_run_id
-        self.blocked_by = blocked_by
-        self.revision = revision
-        self.host = host
-        self.claimed_at = claimed_at
-        self.launched_at = launched_at
-        self.settled_at = settled_at
-        self.error = error
-        self.reservation = reservation
-        self.lease_owner = lease_owner
-        self.lease_expires_at = lease_expires_at
 
     @property
     def identity(self) -> tuple[str, datetime, str]:

@@ -15,7 +15,6 @@ import threading
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
-from typing import Final
 
 from triggers.errors import StaleOwnerError, StoreError, TriggersError, UnknownTriggerError
 from triggers.model import FireRecord, Outcome, Trigger, TriggerSpec
@@ -41,8 +40,8 @@ from triggers.store.protocol import (
 
 __all__ = ["MemoryTriggerStore"]
 
-_APPLIED_DIGEST: Final = "applied_declarations_digest"
-_SETTLED: Final = frozenset(
+_APPLIED_DIGEST = "applied_declarations_digest"
+_SETTLED = frozenset(
     {
         Outcome.COMPLETED,
         Outcome.FAILED,
@@ -421,7 +420,7 @@ class MemoryTriggerStore:
         return row if row.outcome is Outcome.LAUNCHING else None
 
 
-_NEWEST_LAST: Final = operator.attrgetter("occurrence_at", "id")
+_NEWEST_LAST = operator.attrgetter("occurrence_at", "id")
 
 
 def _everything(query: HistoryQuery) -> bool:

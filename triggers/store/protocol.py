@@ -14,12 +14,11 @@ from typing import Literal, Protocol
 
 from triggers.errors import StoreError, TriggersError
 from triggers.model import Action, FireRecord, Outcome, Overlap, Reason, Trigger, TriggerSpec
-from triggers.records import fast_init
 
 FireKind = Literal["scheduled", "manual", "backfill"]
 
 
-@dataclass(init=False, frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ClaimRequest:
     """One occurrence to decide, computed from the trigger at `expected_revision`."""
 
@@ -30,29 +29,8 @@ class ClaimRequest:
     manual_key: str = ""
     overlap: Overlap | None = None  # a manual fire's override of the trigger's policy
 
-    # Written out: compiled (hatch_build.py), a native constructor (see records.py).
-    def __init__(
-        self,
-        *,
-        trigger_id: str,
-        occurrence_at: datetime,
-        expected_revision: int,
-        kind: FireKind = "scheduled",
-        manual_key: str = "",
-        overlap: Overlap | None = None,
-    ) -> None:
-        object.__setattr__(self, "trigger_id", trigger_id)
-        object.__setattr__(self, "occurrence_at", occurrence_at)
-        object.__setattr__(self, "expected_revision", expected_revision)
-        object.__setattr__(self, "kind", kind)
-        object.__setattr__(self, "manual_key", manual_key)
-        object.__setattr__(self, "overlap", overlap)
 
-
-fast_init(ClaimRequest)  # plain Python: a faster __init__ (see records.py)
-
-
-@dataclass(init=False, frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Claim:
     """The decision for one occurrence, already recorded in the ledger.
 
@@ -79,38 +57,6 @@ class Claim:
     """Set with `run_id` when that run completed in the same transaction (its flow had
     nothing to run): the row is `completed`, and no settlement will follow."""
 
-    # Written out: compiled (hatch_build.py), a native constructor (see records.py).
-    def __init__(
-        self,
-        *,
-        trigger: Trigger,
-        occurrence_at: datetime,
-        action: Action,
-        idempotency_key: str,
-        kind: FireKind = "scheduled",
-        manual_key: str = "",
-        reason: Reason | None = None,
-        reservation: str | None = None,
-        supersedes_run_id: str | None = None,
-        run_id: str | None = None,
-        refused: str | None = None,
-        retry_at: datetime | None = None,
-        completed: bool = False,
-    ) -> None:
-        object.__setattr__(self, "trigger", trigger)
-        object.__setattr__(self, "occurrence_at", occurrence_at)
-        object.__setattr__(self, "action", action)
-        object.__setattr__(self, "idempotency_key", idempotency_key)
-        object.__setattr__(self, "kind", kind)
-        object.__setattr__(self, "manual_key", manual_key)
-        object.__setattr__(self, "reason", reason)
-        object.__setattr__(self, "reservation", reservation)
-        object.__setattr__(self, "supersedes_run_id", supersedes_run_id)
-        object.__setattr__(self, "run_id", run_id)
-        object.__setattr__(self, "refused", refused)
-        object.__setattr__(self, "retry_at", retry_at)
-        object.__setattr__(self, "completed", completed)
-
     @property
     def trigger_id(self) -> str:
         return self.trigger.id
@@ -121,9 +67,6 @@ class Claim:
         launching = self.action in (Action.FIRE, Action.SUPERSEDE)
         settled = self.run_id is not None or self.refused is not None or self.retry_at is not None
         return launching and not settled
-
-
-fast_init(Claim)  # plain Python: a faster __init__ (see records.py)
 
 
 ClaimResult = Claim | TriggersError
@@ -198,7 +141,7 @@ class Launch:
     run_id: str
 
 
-@dataclass(init=False, frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Settlement:
     """A run that stopped, as the runner reports it."""
 
@@ -206,23 +149,6 @@ class Settlement:
     run_id: str
     state: Literal["completed", "failed", "cancelled", "superseded"]
     error: str | None = None
-
-    # Written out: compiled (hatch_build.py), a native constructor (see records.py).
-    def __init__(
-        self,
-        *,
-        trigger_id: str,
-        run_id: str,
-        state: Literal["completed", "failed", "cancelled", "superseded"],
-        error: str | None = None,
-    ) -> None:
-        object.__setattr__(self, "trigger_id", trigger_id)
-        object.__setattr__(self, "run_id", run_id)
-        object.__setattr__(self, "state", state)
-        object.__setattr__(self, "error", error)
-
-
-fast_init(Settlement)  # plain Python: a faster __init__ (see records.py)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
