@@ -26,7 +26,6 @@ from triggers.errors import (
     UnknownTriggerError,
 )
 from triggers.model import (
-    Action,
     FireRecord,
     Overlap,
     Trigger,
@@ -39,6 +38,7 @@ from triggers.store.protocol import (
     ClaimRequest,
     Heartbeat,
     HistoryQuery,
+    Reserved,
     TriggerReads,
     TriggerStore,
 )
@@ -381,7 +381,7 @@ def claim_summary(claim: Claim) -> dict[str, Any]:
         "idempotency_key": claim.idempotency_key,
         "action": action.value,
         "reason": claim.reason.value if claim.reason else None,
-        "pending_launch": action in (Action.FIRE, Action.SUPERSEDE),
+        "pending_launch": isinstance(claim, Reserved),
     }
 
 

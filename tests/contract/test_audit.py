@@ -13,7 +13,7 @@ from tests.factories import spec
 from triggers.audit import AuditReport, RunFact, audit
 from triggers.clock import utc
 from triggers.model import Outcome, Reason
-from triggers.store.protocol import Claim, ClaimRequest, Launch, RangeRecord, RunChange
+from triggers.store.protocol import Claim, ClaimRequest, Launch, RangeRecord, Reserved, RunChange
 from triggers.store.schema import triggers as triggers_table
 from triggers.store.sql import SqlTriggerStore
 
@@ -44,6 +44,7 @@ def claim(store: SqlTriggerStore, minute: int) -> Claim:
 
 def launch(store: SqlTriggerStore, minute: int, run_id: str) -> Claim:
     first = claim(store, minute)
+    assert isinstance(first, Reserved), first
     store.record_launched([Launch(claim=first, run_id=run_id)], now=first.occurrence_at)
     return first
 

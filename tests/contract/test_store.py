@@ -34,6 +34,7 @@ from triggers.store.protocol import (
     RangePiece,
     RangeRecord,
     RangeSplit,
+    Reserved,
     Settlement,
     TriggerStore,
 )
@@ -77,6 +78,13 @@ def claim(
     return result
 
 
+def reserved(store: TriggerStore, trigger_id: str, minute: int, **extra: Any) -> Reserved:
+    """`claim`, of a fire or supersede the launcher starts (under its reservation)."""
+    result = claim(store, trigger_id, minute, **extra)
+    assert isinstance(result, Reserved), result
+    return result
+
+
 def test_apply_creates_updates_and_retires_by_declaration(store: TriggerStore) -> None:
     first = store.apply([spec("a"), spec("b")], now=T0)
     assert (first.created, first.updated, first.unchanged) == (["a", "b"], [], [])
@@ -110,7 +118,7 @@ def test_claim_fires_then_skips_overlap_and_advances_watermark(store: TriggerSto
     store.apply([spec("a", overlap=Overlap.SKIP)], now=T0)
     first = claim(store, "a", 1)
     second = claim(store, "a", 2)
-    assert first.action is Action.FIRE and first.reservation
+    assert isinstance(first, Reserved) and first.action is Action.FIRE and first.reservation
     assert first.idempotency_key == "a:2026-01-01T00:01:00Z"
     assert second.action is Action.SKIP and second.reason is Reason.OVERLAP
     trigger = store.get_trigger("a")
@@ -229,7 +237,7 @@ def test_paused_or_disabled_trigger_ignores_scheduled_claims_but_not_manual(
 
 def test_record_launched_swaps_reservation_and_fences_on_it(store: TriggerStore) -> None:
     store.apply([spec("a")], now=T0)
-    fire = claim(store, "a", 1)
+    fire = reserved(store, "a", 1)
     now = T0 + timedelta(minutes=1, seconds=1)
     [record] = store.record_launched([Launch(claim=fire, run_id="run-1")], now=now)
     assert not isinstance(record, Exception)
@@ -246,7 +254,7 @@ def test_released_reservation_is_retaken_with_same_key_and_old_owner_loses(
     store: TriggerStore,
 ) -> None:
     store.apply([spec("a")], now=T0)
-    fire = claim(store, "a", 1)
+    fire = reserved(store, "a", 1)
     store.release(fire, retry_at=T0 + timedelta(minutes=2), error="timeout")
     early = store.take_pending(
         owner="b", host="h2", now=T0 + timedelta(minutes=1, seconds=30), lease=LEASE
@@ -263,7 +271,7 @@ def test_released_reservation_is_retaken_with_same_key_and_old_owner_loses(
 
 def test_expired_lease_rearms_occurrence(store: TriggerStore) -> None:
     store.apply([spec("a")], now=T0)
-    fire = claim(store, "a", 1)
+    fire = reserved(store, "a", 1)
     assert store.take_pending(owner="b", host="h", now=T0 + timedelta(minutes=5), lease=LEASE) == []
     [retaken] = store.take_pending(owner="b", host="h", now=T0 + timedelta(minutes=7), lease=LEASE)
     assert retaken.occurrence_at == fire.occurrence_at
@@ -271,7 +279,7 @@ def test_expired_lease_rearms_occurrence(store: TriggerStore) -> None:
 
 def test_record_settled_is_idempotent_and_frees_the_slot(store: TriggerStore) -> None:
     store.apply([spec("a")], now=T0)
-    fire = claim(store, "a", 1)
+    fire = reserved(store, "a", 1)
     store.record_launched([Launch(claim=fire, run_id="run-1")], now=T0)
     settle = [Settlement(trigger_id="a", run_id="run-1", state="completed")]
     [done] = store.record_settled(settle, now=T0 + timedelta(minutes=1, seconds=5))
@@ -285,7 +293,7 @@ def test_record_settled_is_idempotent_and_frees_the_slot(store: TriggerStore) ->
 
 def test_failure_pauses_trigger_declared_pause_on_failure(store: TriggerStore) -> None:
     store.apply([spec("a", pause_on_failure=True)], now=T0)
-    fire = claim(store, "a", 1)
+    fire = reserved(store, "a", 1)
     store.record_launched([Launch(claim=fire, run_id="run-1")], now=T0)
     store.record_settled(
         [Settlement(trigger_id="a", run_id="run-1", state="failed", error="exit status 3")], now=T0
@@ -297,7 +305,7 @@ def test_failure_pauses_trigger_declared_pause_on_failure(store: TriggerStore) -
 
 def test_buffered_occurrence_launches_when_the_active_run_settles(store: TriggerStore) -> None:
     store.apply([spec("a", overlap=Overlap.BUFFER)], now=T0)
-    fire = claim(store, "a", 1)
+    fire = reserved(store, "a", 1)
     assert claim(store, "a", 2).action is Action.BUFFER
     assert claim(store, "a", 3).action is Action.SKIP
     store.record_launched([Launch(claim=fire, run_id="run-1")], now=T0)
@@ -635,6 +643,7 @@ def batch(store: TriggerStore, trigger_id: str, minutes: list[int], **extra: Any
 
 
 def launch(store: TriggerStore, fire: Claim, run_id: str) -> None:
+    assert isinstance(fire, Reserved), fire
     [record] = store.record_launched([Launch(claim=fire, run_id=run_id)], now=fire.occurrence_at)
     assert not isinstance(record, Exception), record
 
@@ -658,14 +667,14 @@ def counters(store: TriggerStore, trigger_id: str = "a") -> tuple[int, int, int]
     return trigger.active_count, trigger.buffered_count, trigger.runs_launched
 
 
-def take(store: TriggerStore, minute: int) -> list[Claim]:
+def take(store: TriggerStore, minute: int) -> list[Reserved]:
     return store.take_pending(owner="a", host="h", now=T0 + timedelta(minutes=minute), lease=LEASE)
 
 
 def test_supersede_claim_names_the_active_run(store: TriggerStore) -> None:
     store.apply([spec("a", overlap=Overlap.SUPERSEDE)], now=T0)
-    launch(store, claim(store, "a", 1), "run-1")
-    second = claim(store, "a", 2)
+    launch(store, reserved(store, "a", 1), "run-1")
+    second = reserved(store, "a", 2)
     assert (second.action, second.supersedes_run_id) == (Action.SUPERSEDE, "run-1")
     assert second.reservation
     assert counters(store) == (2, 0, 2)  # the prior run stays active until it is settled
@@ -679,7 +688,7 @@ def test_supersede_batch_launches_only_the_newest_when_nothing_runs(store: Trigg
         (Action.SUPERSEDED, Reason.OVERLAP),
         (Action.FIRE, None),
     ]
-    assert [c.reservation is not None for c in claims] == [False, False, True]
+    assert [isinstance(c, Reserved) and bool(c.reservation) for c in claims] == [False, False, True]
     assert ledger(store) == [
         (1, Outcome.SUPERSEDED, "overlap"),
         (2, Outcome.SUPERSEDED, "overlap"),
@@ -690,17 +699,17 @@ def test_supersede_batch_launches_only_the_newest_when_nothing_runs(store: Trigg
 
 def test_supersede_batch_newest_supersedes_the_active_run(store: TriggerStore) -> None:
     store.apply([spec("a", overlap=Overlap.SUPERSEDE)], now=T0)
-    launch(store, claim(store, "a", 1), "run-1")
+    launch(store, reserved(store, "a", 1), "run-1")
     claims = batch(store, "a", [2, 3, 4])
     assert [c.action for c in claims] == [Action.SUPERSEDED, Action.SUPERSEDED, Action.SUPERSEDE]
-    assert claims[-1].supersedes_run_id == "run-1"
+    assert isinstance(claims[-1], Reserved) and claims[-1].supersedes_run_id == "run-1"
 
 
 def test_supersede_behind_a_reservation_buffers_then_the_newest_supersedes(
     store: TriggerStore,
 ) -> None:
     store.apply([spec("a", overlap=Overlap.SUPERSEDE)], now=T0)
-    first = claim(store, "a", 1)  # a reservation: no run the runtime could cancel yet
+    first = reserved(store, "a", 1)  # a reservation: no run the runtime could cancel yet
     assert claim(store, "a", 2).action is Action.BUFFER
     assert claim(store, "a", 3).action is Action.BUFFER
     assert take(store, 3) == []  # still no run id to supersede: the newest waits
@@ -725,8 +734,8 @@ def test_released_supersede_keeps_the_prior_run_and_the_replacement_pending(
     store: TriggerStore,
 ) -> None:
     store.apply([spec("a", overlap=Overlap.SUPERSEDE)], now=T0)
-    launch(store, claim(store, "a", 1), "run-1")
-    replacement = claim(store, "a", 2)
+    launch(store, reserved(store, "a", 1), "run-1")
+    replacement = reserved(store, "a", 2)
     # The cancel of run-1 failed: the launcher gives the reservation back.
     store.release(replacement, retry_at=T0 + timedelta(minutes=2, seconds=5), error="cancel failed")
     assert [r.run_id for r in store.active_runs()] == ["run-1"]

@@ -9,7 +9,7 @@ import pytest
 from looms_runtime.db import Database
 from tests.factories import spec
 from triggers.clock import utc
-from triggers.store.protocol import Claim, ClaimRequest, Launch, Settlement, TriggerStore
+from triggers.store.protocol import ClaimRequest, Launch, Reserved, Settlement, TriggerStore
 
 T0 = utc(2026, 1, 1)
 
@@ -34,7 +34,7 @@ def _settle(store: TriggerStore, trigger_id: str, minute: int, state: str) -> No
         now=at,
         lease=timedelta(minutes=5),
     )
-    assert isinstance(claim, Claim), claim
+    assert isinstance(claim, Reserved), claim
     run_id = f"{trigger_id}-{minute}"
     store.record_launched([Launch(claim=claim, run_id=run_id)], now=at)
     store.record_settled(

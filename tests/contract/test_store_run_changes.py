@@ -14,20 +14,29 @@ import pytest
 from looms_runtime.db import Database
 from tests.factories import spec
 from triggers.clock import utc
-from triggers.errors import RunnerError, RunnerRefusedError, TriggersError
+from triggers.errors import RunnerError, RunnerRefusedError
 from triggers.model import Action, FireRecord, Outcome, Overlap, Reason
 from triggers.scheduler.liveness import UnknownHost, gone_owners
 from triggers.store.protocol import (
     Claim,
+    Claimed,
     ClaimRequest,
+    Completed,
     CompletedRun,
+    Deferred,
     Heartbeat,
     HistoryQuery,
     Launch,
+    Launched,
+    Refused,
+    Reserved,
     RunChange,
+    StartResult,
+    StoreTransaction,
     TriggerStore,
 )
 from triggers.store.sql import SqlTriggerStore
+from triggers.store.sql_transaction import SqlTransaction
 
 T0 = utc(2026, 1, 1)
 LEASE = timedelta(minutes=5)
@@ -54,6 +63,7 @@ def claim(store: TriggerStore, trigger_id: str, minute: int, *, owner: str = "a"
 
 def launched(store: TriggerStore, trigger_id: str, minute: int, run_id: str) -> Claim:
     first = claim(store, trigger_id, minute)
+    assert isinstance(first, Reserved), first
     [record] = store.record_launched([Launch(claim=first, run_id=run_id)], now=first.occurrence_at)
     assert isinstance(record, FireRecord), record
     assert record.outcome is Outcome.LAUNCHED
@@ -76,7 +86,7 @@ def test_a_settlement_inside_the_callers_transaction_settles_the_ledger_row(
         store.record_run_changes(
             [RunChange(trigger_id="a", run_id="run-1", state="failed", error="exit code 3")],
             now=T0 + timedelta(minutes=2),
-            within=conn,
+            within=SqlTransaction(conn),
         )
 
     [row] = store.history(HistoryQuery(trigger_id="a"))
@@ -149,6 +159,7 @@ def test_a_launch_whose_record_was_lost_is_recorded_when_its_run_changes(
 ) -> None:
     store.apply([spec("a")], now=T0)
     pending = claim(store, "a", 1)  # the runtime started it; the ledger never heard
+    assert isinstance(pending, Reserved), pending
 
     store.record_run_changes(
         [
@@ -220,11 +231,9 @@ def test_fires_launched_within_the_claim_are_recorded_launched_in_one_commit(
     seen: list[str] = []
     committed: list[bool] = []
 
-    def launch(
-        tx: object, claims: Sequence[Claim]
-    ) -> tuple[list[str | CompletedRun | TriggersError], Any]:
+    def launch(tx: StoreTransaction, claims: Sequence[Claimed]) -> tuple[list[StartResult], Any]:
         seen.extend(claim.idempotency_key for claim in claims)
-        results: list[str | CompletedRun | TriggersError] = [
+        results: list[StartResult] = [
             "run-a",
             RunnerRefusedError("no flow 'gone' at version 'v'"),
             RunnerError("the runtime did not answer"),
@@ -244,11 +253,13 @@ def test_fires_launched_within_the_claim_are_recorded_launched_in_one_commit(
 
     assert seen == [f"{t}:2026-01-01T00:01:00Z" for t in "abcd"]
     assert committed == [True]
-    a, b, c, d = (r for r in results if isinstance(r, Claim))
-    assert (a.run_id, a.launches, a.completed) == ("run-a", False, False)
-    assert (b.refused, b.launches) == ("no flow 'gone' at version 'v'", False)
-    assert (c.run_id, c.launches, c.retry_at) == (None, False, at + timedelta(seconds=5))
-    assert (d.run_id, d.launches, d.completed, d.trigger.active_count) == ("run-d", False, True, 0)
+    a, b, c, d = results
+    # Launched, refused for good, not answered (retried from 5 s on), completed in its start:
+    # none left for the launcher to start.
+    assert isinstance(a, Launched) and a.run_id == "run-a"
+    assert isinstance(b, Refused) and b.error == "no flow 'gone' at version 'v'"
+    assert isinstance(c, Deferred) and c.retry_at == at + timedelta(seconds=5)
+    assert isinstance(d, Completed) and (d.run_id, d.trigger.active_count) == ("run-d", 0)
     rows = {r.trigger_id: r for r in store.history(HistoryQuery())}
     assert (rows["a"].outcome, rows["a"].run_id, rows["a"].launched_at) == (
         Outcome.LAUNCHED,

@@ -16,7 +16,7 @@ import pytest
 from tests.factories import spec
 from triggers.clock import utc
 from triggers.model import Outcome, Overlap, Reason, Trigger
-from triggers.store._decide import Active, Waiting, resolve_buffer
+from triggers.store._buffers import Active, Waiting, resolve_buffer
 
 T0 = utc(2026, 1, 1)
 MINUTES = (3, 5, 7)

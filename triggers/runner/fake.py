@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from triggers.errors import RunnerError, RunnerRefusedError
 from triggers.model import RunStatus
 from triggers.runner.protocol import AfterCommit, LaunchRequest, RunHandle, SettledCallback
+from triggers.store.protocol import StoreTransaction
 
 
 class FakeRunner:
@@ -79,7 +80,7 @@ class FakeRunner:
         return results
 
     def start_within(
-        self, tx: object, requests: Sequence[LaunchRequest]
+        self, tx: StoreTransaction, requests: Sequence[LaunchRequest]
     ) -> tuple[list[RunHandle | RunnerError], AfterCommit]:
         """`start`, answering at once; the fake keeps no state in the store's database."""
         results = self.start(requests)

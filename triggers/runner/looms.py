@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Literal
 
 from looms_runtime import (
     LoomsError,
@@ -19,7 +19,20 @@ from triggers.clock import Clock, iso
 from triggers.errors import RunnerError, RunnerRefusedError
 from triggers.model import RunStatus
 from triggers.runner.protocol import AfterCommit, LaunchRequest, RunHandle, SettledCallback
-from triggers.store.protocol import RunChange, TriggerStore
+from triggers.store.protocol import RunChange, StoreTransaction, TriggerStore
+from triggers.store.sql_transaction import SqlTransaction
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection
+
+_CHANGES: dict[str, Literal["completed", "failed", "cancelled", "parked", "active"]] = {
+    "completed": "completed",
+    "failed": "failed",
+    "cancelled": "cancelled",
+    "parked": "parked",
+    "active": "active",
+}
+"""The runtime's internal statuses a transition carries, as a `RunChange` names them."""
 
 
 class LoomsRunner:
@@ -50,10 +63,12 @@ class LoomsRunner:
         return self._runtime
 
     def start_within(
-        self, tx: object, requests: Sequence[LaunchRequest]
+        self, tx: StoreTransaction, requests: Sequence[LaunchRequest]
     ) -> tuple[list[RunHandle | RunnerError], AfterCommit]:
+        if not isinstance(tx, SqlTransaction):
+            raise RunnerError(f"the runtime starts runs only on its own database, not in {tx!r}")
         try:
-            outcomes, after_commit = self.runtime.start_within(tx, _requests(requests))  # type: ignore[arg-type]  # the store's own connection
+            outcomes, after_commit = self.runtime.start_within(tx.connection, _requests(requests))
         except LoomsError as exc:
             raise RunnerError(f"the runtime could not start runs: {exc}") from exc
         return [_handle(outcome) for outcome in outcomes], after_commit
@@ -83,7 +98,7 @@ class LoomsRunner:
     def subscribe(self, callback: SettledCallback) -> None:
         self._callbacks.append(callback)
 
-    def record_changes(self, conn: Any, changes: Sequence[RunTransition]) -> None:
+    def record_changes(self, conn: Connection, changes: Sequence[RunTransition]) -> None:
         """The runtime's transition hook: the ledger learns of them in the same transaction."""
         if self._ledger is None or self._clock is None:
             return
@@ -91,15 +106,17 @@ class LoomsRunner:
             RunChange(
                 trigger_id=str(change.attributes["trigger_id"]),
                 run_id=change.run_id,
-                state=change.status,  # type: ignore[arg-type]  # the runtime's statuses
+                state=_CHANGES[change.status],
                 error=change.error,
                 idempotency_key=change.idempotency_key,
             )
             for change in changes
-            if change.attributes.get("trigger_id")
+            if change.attributes.get("trigger_id") and change.status in _CHANGES
         ]
         if mapped:
-            self._ledger.record_run_changes(mapped, now=self._clock.now(), within=conn)
+            self._ledger.record_run_changes(
+                mapped, now=self._clock.now(), within=SqlTransaction(conn)
+            )
 
     def notify(self, event: RunSettled) -> None:
         """The runtime's `on_settled` hook: tell subscribers a run stopped."""

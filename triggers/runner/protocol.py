@@ -14,6 +14,7 @@ from typing import Protocol
 from triggers.clock import iso
 from triggers.errors import RunnerError
 from triggers.model import JsonValue, RunStatus
+from triggers.store.protocol import StoreTransaction
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -80,11 +81,15 @@ class Runner(Protocol):
         ...
 
     def start_within(
-        self, tx: object, requests: Sequence[LaunchRequest]
+        self, tx: StoreTransaction, requests: Sequence[LaunchRequest]
     ) -> tuple[list[RunHandle | RunnerError], AfterCommit]:
-        """Start runs inside `tx`, a transaction of the store's own database (only when
+        """Start runs inside `tx`, the store's open claim transaction (only when
         `starts_within`): they commit or roll back with it. Call the returned function
-        once `tx` committed; it lets the runs go on (their first steps start then)."""
+        once `tx` committed; it lets the runs go on (their first steps start then).
+
+        Raises:
+            RunnerError: `tx` is not a transaction this runner can start runs in (the
+                embedded runtime needs the SQL store's, on its own database)."""
         ...
 
     def inspect(self, run_ids: Sequence[str]) -> dict[str, RunStatus]:

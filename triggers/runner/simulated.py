@@ -18,6 +18,7 @@ from datetime import datetime, timedelta
 from triggers.errors import RunnerError, RunnerRefusedError
 from triggers.model import JsonValue, RunStatus
 from triggers.runner.protocol import AfterCommit, LaunchRequest, RunHandle, SettledCallback
+from triggers.store.protocol import StoreTransaction
 
 Duration = Callable[[str], timedelta]
 """How long a run of the trigger of that id lasts."""
@@ -79,7 +80,7 @@ class SimulatedRunner:
         return results
 
     def start_within(
-        self, tx: object, requests: Sequence[LaunchRequest]
+        self, tx: StoreTransaction, requests: Sequence[LaunchRequest]
     ) -> tuple[list[RunHandle | RunnerError], AfterCommit]:
         """`start`, answering at once: nothing of it lives in the store."""
         return self.start(requests), _nothing

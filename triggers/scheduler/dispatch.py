@@ -1,8 +1,10 @@
 """Dispatch of due triggers: plan, record what did not launch, claim, hand over.
 
-A tick owes the store two short transactions at most (the ranges that did not
-launch, then every claim of the tick), whatever the number of triggers due; the
-launches happen on the launcher's threads and the tick never waits for them.
+A tick owes the store one short transaction for the ranges that did not launch,
+then one claim transaction per batch of about `CLAIM_BATCH` occurrences (each
+trigger's in one), whatever the number of triggers due. With a runner on the
+store's database the fires' runs start within their claim's transaction; the
+other launches happen on the launcher's threads, and the tick never waits for them.
 
 A claim is fenced on the revision its occurrences were computed from. When the
 declaration changed in between (revision mismatch) or another daemon decided
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import assert_never
 
 import structlog
 
@@ -30,10 +33,15 @@ from triggers.scheduler.launcher import Launcher
 from triggers.scheduler.occurrences import DuePlan, plan_due
 from triggers.scheduler.timetable import Entry, Timetable
 from triggers.store.protocol import (
-    Claim,
     ClaimRequest,
+    Completed,
+    Decided,
+    Deferred,
+    Launched,
     LaunchWithin,
     RangeRecord,
+    Refused,
+    Reserved,
     TriggerStore,
 )
 
@@ -218,7 +226,7 @@ class Dispatcher:
             # With launches in the claim's own commit, a launch takes the claim's time.
             self._metrics.launch_duration.observe(self._clock.monotonic() - started)
         stale: set[str] = set()
-        launches: list[Claim] = []
+        launches: list[Reserved] = []
         entries = self._timetable.entries
         for request, result in zip(requests, results, strict=True):
             if isinstance(result, TriggersError):
@@ -235,27 +243,33 @@ class Dispatcher:
                     stale.add(request.trigger_id)
                 elif request.occurrence_at > entry.watermark_at:
                     entry.watermark_at = request.occurrence_at
-            if result.action not in _ACCOUNTED_ELSEWHERE:
-                self._account(result)
-            if result.run_id is not None:
-                report.launched += 1
-                self._launcher.launched(
-                    result, result.run_id, self._clock.now(), completed=result.completed
-                )
-            elif result.refused is not None:
-                self._launcher.refused(result, result.refused)
-            elif result.retry_at is not None:
-                self._launcher.deferred(result, result.retry_at)
-            elif result.launches:
-                launches.append(result)
+            match result:
+                case Decided():
+                    self._account(result)
+                case Reserved():
+                    launches.append(result)
+                case Launched(run_id=run_id):
+                    report.launched += 1
+                    self._launcher.launched(result, run_id, self._clock.now())
+                case Completed(run_id=run_id):
+                    report.launched += 1
+                    self._launcher.launched(result, run_id, self._clock.now(), completed=True)
+                case Refused(error=error):
+                    self._launcher.refused(result, error)
+                case Deferred(retry_at=retry_at):
+                    self._launcher.deferred(result, retry_at)
+                case _:
+                    assert_never(result)
         if launches:
             report.launched += len(launches)
             self._launcher.submit(launches)
         return stale
 
-    def _account(self, claim: Claim) -> None:
+    def _account(self, claim: Decided) -> None:
+        """Count and log a decision that launches nothing (a duplicate was decided before:
+        nothing to say of it)."""
         action = claim.action
-        if action in _ACCOUNTED_ELSEWHERE:
+        if action is Action.DUPLICATE:
             return
         reason = claim.reason.value if claim.reason else None
         if action is Action.IGNORED:
@@ -322,8 +336,6 @@ class Dispatcher:
             self.process(again, report, refreshed=True)
 
 
-# Claims that record no outcome of their own here: a run's launch is counted and
-# logged by the launcher, a duplicate was decided before.
 def claim_batches(requests: list[ClaimRequest], size: int) -> list[list[ClaimRequest]]:
     """`requests` (each trigger's contiguous) cut into batches of about `size`, never
     between two requests of one trigger: its occurrences are decided together."""
@@ -339,7 +351,6 @@ def claim_batches(requests: list[ClaimRequest], size: int) -> list[list[ClaimReq
     return batches
 
 
-_ACCOUNTED_ELSEWHERE = frozenset({Action.FIRE, Action.SUPERSEDE, Action.DUPLICATE})
 _RECORDED = {
     Action.SKIP: Outcome.SKIPPED,
     Action.BUFFER: Outcome.BUFFERED,

@@ -26,22 +26,25 @@ from triggers.model import Action
 from triggers.runner.protocol import AfterCommit, LaunchRequest, RunHandle, Runner
 from triggers.scheduler.deadlines import DeadlineRunner
 from triggers.store.protocol import (
-    Claim,
+    START_RETRY,
+    Claimed,
     CompletedRun,
     Launch,
     LaunchWithin,
+    Reserved,
     Settlement,
+    StartResult,
+    StoreTransaction,
     TriggerStore,
 )
 
 log = structlog.get_logger()
 
 _BATCH = 1000
-_RETRY_AFTER = timedelta(seconds=5)
 _RECORD_RETRY = timedelta(seconds=1)
 
 
-def launch_request(claim: Claim) -> LaunchRequest:
+def launch_request(claim: Claimed) -> LaunchRequest:
     """The runner request for a claim (its `env` is the run environment DESIGN.md promises)."""
     spec = claim.trigger.spec
     return LaunchRequest(
@@ -59,10 +62,10 @@ def launcher_within(runner: Runner) -> LaunchWithin:
     claims' runs start in the claim's own transaction."""
 
     def launch(
-        tx: object, claims: Sequence[Claim]
-    ) -> tuple[list[str | CompletedRun | TriggersError], AfterCommit]:
+        tx: StoreTransaction, claims: Sequence[Claimed]
+    ) -> tuple[list[StartResult], AfterCommit]:
         results, after_commit = runner.start_within(tx, [launch_request(c) for c in claims])
-        found: list[str | CompletedRun | TriggersError] = []
+        found: list[StartResult] = []
         for claim, result in zip(claims, results, strict=True):
             if isinstance(result, RunHandle):
                 found.append(CompletedRun(result.run_id) if result.completed else result.run_id)
@@ -75,7 +78,7 @@ def launcher_within(runner: Runner) -> LaunchWithin:
     return launch
 
 
-def _named_run(claim: Claim, error: RunnerError) -> str | None:
+def _named_run(claim: Claimed, error: RunnerError) -> str | None:
     """The run the claim's key already names, when the runtime refused the start for that.
 
     An earlier attempt whose answer was lost started it, with the declaration of the
@@ -118,7 +121,7 @@ class Launcher:
         self._metrics = metrics
         # One item per submit: a tick's claims travel as one batch, so they become
         # one start call and one ledger transaction, not one per claim.
-        self._queue: queue.SimpleQueue[list[Claim] | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[list[Reserved] | None] = queue.SimpleQueue()
         self._workers = [
             threading.Thread(target=self._work, name=f"launcher-{n}", daemon=True)
             for n in range(workers)
@@ -135,7 +138,7 @@ class Launcher:
         for worker in self._workers:
             worker.start()
 
-    def submit(self, claims: Sequence[Claim]) -> None:
+    def submit(self, claims: Sequence[Reserved]) -> None:
         """Launch `claims` on a worker thread; without workers (inline), here and now."""
         if not claims:
             return
@@ -194,13 +197,13 @@ class Launcher:
                     self._in_flight -= len(batch)
                     self._idle.notify_all()
 
-    def _launch_batch(self, batch: list[Claim]) -> None:
+    def _launch_batch(self, batch: list[Reserved]) -> None:
         try:
             self._launch(batch)
         except Exception:
             log.exception("launch_failed", count=len(batch))
 
-    def _launch(self, batch: list[Claim]) -> None:
+    def _launch(self, batch: list[Reserved]) -> None:
         ready = [claim for claim in batch if self._supersede(claim)]
         if not ready:
             return
@@ -224,7 +227,7 @@ class Launcher:
         if launches:
             self._record(launches, now)
 
-    def _supersede(self, claim: Claim) -> bool:
+    def _supersede(self, claim: Reserved) -> bool:
         """Cancel the run a supersede claim replaces; False leaves the claim pending."""
         prior = claim.supersedes_run_id
         if claim.action is not Action.SUPERSEDE or prior is None:
@@ -247,7 +250,7 @@ class Launcher:
             log.info("run_superseded", replaced_by=claim.idempotency_key)
         return True
 
-    def _compensate(self, claim: Claim, error: RunnerError, now: datetime) -> None:
+    def _compensate(self, claim: Reserved, error: RunnerError, now: datetime) -> None:
         with structlog.contextvars.bound_contextvars(trigger_id=claim.trigger_id):
             if isinstance(error, RunnerRefusedError):
                 log.error("launch_refused", key=claim.idempotency_key, error=str(error))
@@ -264,8 +267,8 @@ class Launcher:
             )
             self._defer(claim, str(error))
 
-    def _defer(self, claim: Claim, error: str) -> None:
-        retry_at = self._clock.now() + _RETRY_AFTER
+    def _defer(self, claim: Reserved, error: str) -> None:
+        retry_at = self._clock.now() + START_RETRY
         self._guarded(lambda: self._store.release(claim, retry_at=retry_at, error=error))
         self._on_deferred(retry_at)
 
@@ -302,7 +305,7 @@ class Launcher:
             self.launched(launch.claim, launch.run_id, now)
 
     def launched(
-        self, claim: Claim, run_id: str, now: datetime, *, completed: bool = False
+        self, claim: Claimed, run_id: str, now: datetime, *, completed: bool = False
     ) -> None:
         """A run is recorded `launched` for the claim (here, or in the claim's own commit),
         or `completed` with it in the claim's commit (a flow with nothing to run)."""
@@ -320,19 +323,19 @@ class Launcher:
             )
         self._on_launched(trigger_id, run_id, completed)
 
-    def deferred(self, claim: Claim, retry_at: datetime) -> None:
+    def deferred(self, claim: Claimed, retry_at: datetime) -> None:
         """A start within the claim failed without an answer: it is retried from `retry_at`."""
         log.warning("launch_deferred", trigger_id=claim.trigger_id, key=claim.idempotency_key)
         self._on_deferred(retry_at)
 
-    def refused(self, claim: Claim, error: str) -> None:
+    def refused(self, claim: Claimed, error: str) -> None:
         """The runtime refused the claim's start for good (recorded `failed`)."""
         log.error(
             "launch_refused", trigger_id=claim.trigger_id, key=claim.idempotency_key, error=error
         )
         self._metrics.fired("failed")
 
-    def _release_now(self, claim: Claim, now: datetime) -> None:
+    def _release_now(self, claim: Reserved, now: datetime) -> None:
         self._guarded(lambda: self._store.release(claim, retry_at=now, error=None))
 
     def _guarded(self, action: Callable[[], object]) -> None:

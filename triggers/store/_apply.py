@@ -11,7 +11,7 @@ from sqlalchemy.engine import Connection
 
 from triggers.clock import to_ms
 from triggers.model import TriggerSpec
-from triggers.store._shared import executemany
+from triggers.store._sql_common import executemany
 from triggers.store.protocol import ApplyResult
 from triggers.store.schema import trigger_revisions, triggers
 

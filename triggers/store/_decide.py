@@ -1,9 +1,9 @@
-"""The claim and buffer decisions, shared by every store so they cannot disagree.
+"""The claim's decisions, shared by every store so they cannot disagree.
 
 Pure: given a trigger's counters as the deciding transaction sees them, say what
-happens to one new occurrence (`decide`) or to the occurrences waiting in its
-buffer (`resolve_buffer`). The caller applies each decision to its counters
-before deciding the next occurrence of the same trigger.
+happens to one new occurrence (`decide`; the occurrences waiting in a buffer are
+`_buffers.py`'s). The caller applies each decision to its counters before
+deciding the next occurrence of the same trigger.
 
 Occurrences an operator asked for (a manual fire, a backfill) are bounded by the
 operator's request, not by `max_buffer`: once buffered they wait their turn in
@@ -14,16 +14,22 @@ applies to those still buffered.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from triggers.model import Action, Outcome, Overlap, Reason, Trigger, TriggerSpec
+from triggers.errors import (
+    RevisionMismatchError,
+    StoreError,
+    TriggersError,
+    UnknownTriggerError,
+)
+from triggers.model import Action, Overlap, Reason, Trigger, TriggerSpec
 from triggers.store.protocol import ClaimRequest
 
 
-class TriggerState(Protocol):
+class TriggerView(Protocol):
     """What a decision reads of a trigger: a stored snapshot (`Trigger`), or the row
     itself in a store that holds its rows as objects (the memory store)."""
 
@@ -47,7 +53,7 @@ class TriggerState(Protocol):
     def blocked_by(self) -> str | None: ...
 
 
-class StoredTrigger(TriggerState, Protocol):
+class StoredTrigger(TriggerView, Protocol):
     """A trigger's whole stored state: what a snapshot (`Trigger`) is made of."""
 
     @property
@@ -69,7 +75,7 @@ class Counters:
     runs_launched: int
 
     @classmethod
-    def of(cls, trigger: TriggerState) -> Counters:
+    def of(cls, trigger: TriggerView) -> Counters:
         return cls(trigger.active_count, trigger.buffered_count, trigger.runs_launched)
 
     def applied(self, trigger: StoredTrigger, *, watermark_at: datetime) -> Trigger:
@@ -94,19 +100,37 @@ class Counters:
         )
 
 
-def decided_before(request: ClaimRequest, trigger: TriggerState) -> bool:
+def refusal(request: ClaimRequest, trigger: TriggerView | StoreError | None) -> TriggersError:
+    """Why a request is not decided at all: its trigger is unknown, unreadable (the
+    row's decoding error), or at another revision than the request was computed from."""
+    if trigger is None:
+        return UnknownTriggerError(
+            f"no trigger {request.trigger_id!r}", trigger_id=request.trigger_id
+        )
+    if isinstance(trigger, StoreError):
+        return trigger
+    return RevisionMismatchError(
+        f"trigger {request.trigger_id!r} is at revision {trigger.revision}, "
+        f"not {request.expected_revision}",
+        trigger_id=request.trigger_id,
+        revision=trigger.revision,
+        expected_revision=request.expected_revision,
+    )
+
+
+def decided_before(request: ClaimRequest, trigger: TriggerView) -> bool:
     """A scheduled occurrence at or before the watermark: decided already."""
     return request.kind == "scheduled" and request.occurrence_at <= trigger.watermark_at
 
 
-def overlap_of(request: ClaimRequest, trigger: TriggerState) -> Overlap:
+def overlap_of(request: ClaimRequest, trigger: TriggerView) -> Overlap:
     """The policy a request meets: an operator's override, else the trigger's."""
     return request.overlap or trigger.spec.overlap
 
 
 def may_supersede(
     request: ClaimRequest,
-    trigger: TriggerState,
+    trigger: TriggerView,
     *,
     existing: set[tuple[str, datetime, str]],
     covered: set[tuple[str, datetime]],
@@ -129,6 +153,40 @@ def may_supersede(
     )
 
 
+def superseding_triggers(
+    requests: Sequence[ClaimRequest], stored: Mapping[str, TriggerView | StoreError]
+) -> set[str]:
+    """The requests' triggers with an active run that a `supersede` decision may replace
+    (the policy's, or an operator's override): the ones whose active runs it reads."""
+    overridden = {r.trigger_id for r in requests if r.overlap is Overlap.SUPERSEDE}
+    return {
+        trigger_id
+        for trigger_id, trigger in stored.items()
+        if not isinstance(trigger, StoreError)
+        and trigger.active_count > 0
+        and (trigger.spec.overlap is Overlap.SUPERSEDE or trigger_id in overridden)
+    }
+
+
+def newest_superseding(
+    requests: Sequence[ClaimRequest],
+    stored: Mapping[str, TriggerView | StoreError],
+    *,
+    existing: set[tuple[str, datetime, str]],
+    covered: set[tuple[str, datetime]],
+) -> dict[str, int]:
+    """By trigger, the index of its newest request the policy decides under `supersede`:
+    the older ones of the batch are superseded by it without ever starting."""
+    newest: dict[str, int] = {}
+    for index, request in enumerate(requests):
+        trigger = stored.get(request.trigger_id)
+        if not isinstance(trigger, StoreError | None) and may_supersede(
+            request, trigger, existing=existing, covered=covered
+        ):
+            newest[request.trigger_id] = index
+    return newest
+
+
 @dataclass(frozen=True, slots=True)
 class Decision:
     action: Action
@@ -147,7 +205,7 @@ def capacity(overlap: Overlap, max_active: int) -> int:
     return max_active if overlap is Overlap.ALLOW else 1
 
 
-def blocks_new_claims(trigger: TriggerState, counters: Counters) -> Reason | None:
+def blocks_new_claims(trigger: TriggerView, counters: Counters) -> Reason | None:
     """Why the trigger takes no scheduled claim now, or None when it takes them."""
     spec = trigger.spec
     if not spec.enabled:
@@ -160,7 +218,7 @@ def blocks_new_claims(trigger: TriggerState, counters: Counters) -> Reason | Non
 
 
 def decide(
-    trigger: TriggerState,
+    trigger: TriggerView,
     counters: Counters,
     request: ClaimRequest,
     *,
@@ -188,7 +246,7 @@ def decide(
     return decision
 
 
-def blocked(trigger: TriggerState, decision: Decision) -> Decision:
+def blocked(trigger: TriggerView, decision: Decision) -> Decision:
     """An occurrence that cannot launch because of an active run is `blocked` when that
     run waits for an operator: nothing launches until someone acts, and the ledger says so."""
     if (
@@ -201,7 +259,7 @@ def blocked(trigger: TriggerState, decision: Decision) -> Decision:
 
 
 def _decide(
-    trigger: TriggerState,
+    trigger: TriggerView,
     counters: Counters,
     request: ClaimRequest,
     *,
@@ -248,124 +306,3 @@ def _decide(
             # The next pending pass turns the newest of these into a supersede of
             # the run once the reservation has one.
             return Decision(Action.BUFFER, Reason.OVERLAP)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Waiting:
-    """A buffered occurrence, as the buffer resolution sees it."""
-
-    occurrence_at: datetime
-    operator: bool
-    """Asked for by an operator (manual fire, backfill), not produced by the schedule."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Active:
-    """An active (launching or launched) occurrence of the trigger."""
-
-    occurrence_at: datetime
-    run_id: str | None
-
-
-@dataclass(slots=True)
-class BufferPlan:
-    """What to do with each waiting occurrence, by its index in the input."""
-
-    launch: list[tuple[int, str | None]] = field(default_factory=list)
-    """Indexes to launch now, each with the run id it supersedes (or None)."""
-    drop: list[tuple[int, Outcome, Reason]] = field(default_factory=list)
-    keep: list[int] = field(default_factory=list)
-    scheduled_launches: int = 0
-
-
-def resolve_buffer(
-    trigger: Trigger, waiting: Sequence[Waiting], *, active: Sequence[Active]
-) -> BufferPlan:
-    """Resolve a trigger's buffer, oldest first, under its policy as it is now.
-
-    Order is kept: nothing launches while an older occurrence still waits. A
-    retired trigger drops its buffer (`disabled`); a disabled one drops its own
-    occurrences; a paused one holds its own occurrences until it resumes, while an
-    operator's keep going (they bypass pause). With a free run slot the oldest
-    launches. Otherwise, by policy: `skip` and `allow` drop the trigger's own
-    occurrences (`overlap`); `buffer` keeps one; `buffer_all` keeps up to
-    `max_buffer` (the rest `buffer_full`); `supersede` keeps only the newest (the
-    older ones, and any older than an active occurrence, are `superseded`) and
-    turns it into a supersede of the active run once that run has an id.
-    """
-    spec = trigger.spec
-    plan = BufferPlan()
-    free = max(0, capacity(spec.overlap, spec.max_active) - len(active))
-    runs_left = None if spec.max_runs is None else spec.max_runs - trigger.runs_launched
-    newest = _newest_own(waiting, active) if spec.overlap is Overlap.SUPERSEDE else None
-    queued = 0  # occurrences kept so far that later ones must wait behind
-    for index, item in enumerate(waiting):
-        if trigger.retired or (not spec.enabled and not item.operator):
-            plan.drop.append((index, Outcome.SKIPPED, Reason.DISABLED))
-            continue
-        if not item.operator:
-            if trigger.paused:
-                plan.keep.append(index)
-                continue
-            if runs_left is not None and runs_left <= 0:
-                plan.drop.append((index, Outcome.SKIPPED, Reason.MAX_RUNS))
-                continue
-            if spec.overlap is Overlap.SUPERSEDE and index != newest:
-                plan.drop.append((index, Outcome.SUPERSEDED, Reason.OVERLAP))
-                continue
-        if free and not queued:
-            plan.launch.append((index, None))
-            free -= 1
-            if not item.operator:
-                plan.scheduled_launches += 1
-                runs_left = None if runs_left is None else runs_left - 1
-            continue
-        if item.operator:
-            plan.keep.append(index)
-            queued += 1
-            continue
-        decision = blocked(trigger, _waiting_own(spec.overlap, spec.max_buffer, queued, active))
-        if decision.action is Action.SKIP:
-            plan.drop.append((index, Outcome.SKIPPED, decision.reason or Reason.OVERLAP))
-        elif decision.action is Action.BUFFER:
-            plan.keep.append(index)
-            queued += 1
-        else:
-            plan.launch.append((index, active[-1].run_id))
-            plan.scheduled_launches += 1
-            runs_left = None if runs_left is None else runs_left - 1
-    return plan
-
-
-def _waiting_own(
-    overlap: Overlap, max_buffer: int, queued: int, active: Sequence[Active]
-) -> Decision:
-    """Skip, keep buffered or supersede one of the trigger's own occurrences that
-    cannot launch freely."""
-    match overlap:
-        case Overlap.SKIP | Overlap.ALLOW:
-            return Decision(Action.SKIP, Reason.OVERLAP)
-        case Overlap.BUFFER:
-            if queued < min(1, max_buffer):
-                return Decision(Action.BUFFER)
-            return Decision(Action.SKIP, Reason.OVERLAP)
-        case Overlap.BUFFER_ALL:
-            if queued < max_buffer:
-                return Decision(Action.BUFFER)
-            return Decision(Action.SKIP, Reason.BUFFER_FULL)
-        case Overlap.SUPERSEDE:
-            if not queued and active and all(a.run_id is not None for a in active):
-                return Decision(Action.SUPERSEDE)
-            return Decision(Action.BUFFER)
-
-
-def _newest_own(waiting: Sequence[Waiting], active: Sequence[Active]) -> int | None:
-    """The index of the newest of the trigger's own waiting occurrences, unless an
-    active occurrence is newer still (it already superseded them all)."""
-    own = [i for i, item in enumerate(waiting) if not item.operator]
-    if not own:
-        return None
-    newest = max(own, key=lambda i: waiting[i].occurrence_at)
-    if any(a.occurrence_at > waiting[newest].occurrence_at for a in active):
-        return None
-    return newest

@@ -19,10 +19,10 @@ from triggers.errors import (
     WatermarkMovedError,
 )
 from triggers.model import Action, FireRecord, Outcome, Reason, Trigger, idempotency_key
-from triggers.store._decide import Active, Waiting, resolve_buffer
-from triggers.store._memory_rows import FireRow, Tables, cut, ordered
-from triggers.store._shared import new_reservation
-from triggers.store.protocol import Claim, RangeRecord, RangeSplit, RunChange, Settlement
+from triggers.store._buffers import Active, Waiting, resolve_buffer
+from triggers.store._fire_row import FireRow, cut, new_reservation
+from triggers.store._memory_rows import Tables, ordered
+from triggers.store.protocol import RangeRecord, RangeSplit, Reserved, RunChange, Settlement
 
 _ACTIVE = (Outcome.LAUNCHING, Outcome.LAUNCHED)
 
@@ -133,7 +133,7 @@ def take_pending(
     lease: timedelta,
     limit: int,
     dead_owners: Sequence[str],
-) -> list[Claim]:
+) -> list[Reserved]:
     """Re-reserve lapsed launches, then resolve every buffer (see the protocol)."""
     dead = set(dead_owners)
     lapsed = [row for row in tables.with_outcome(Outcome.LAUNCHING) if _lapsed(row, now, dead)]
@@ -151,9 +151,9 @@ def take_pending(
         trigger = stored.get(row.trigger_id)
         if trigger is None:
             continue
-        row.reservation = new_reservation()
+        reservation = row.reservation = new_reservation()
         row.lease_owner, row.host, row.lease_expires_at = owner, host, cut(now + lease)
-        claims.append(_pending_claim(trigger, row))
+        claims.append(_pending_claim(trigger, row, reservation))
     for trigger_id in sorted(buffered):
         trigger = stored.get(trigger_id)
         if trigger is not None:
@@ -163,7 +163,7 @@ def take_pending(
 
 def _resolve_one(
     tables: Tables, trigger: Trigger, *, owner: str, host: str, now: datetime, lease: timedelta
-) -> list[Claim]:
+) -> list[Reserved]:
     waiting_rows = ordered(
         row for row in tables.with_outcome(Outcome.BUFFERED) if row.trigger_id == trigger.id
     )
@@ -190,10 +190,11 @@ def _resolve_one(
     for index, supersedes in plan.launch:
         row = waiting_rows[index]
         tables.set_outcome(row, Outcome.LAUNCHING)
-        row.reason, row.reservation = None, new_reservation()
+        reservation = row.reservation = new_reservation()
+        row.reason = None
         row.lease_owner, row.host, row.lease_expires_at = owner, host, cut(now + lease)
         row.revision, row.supersedes_run_id = trigger.revision, supersedes
-        claims.append(_pending_claim(trigger, row))
+        claims.append(_pending_claim(trigger, row, reservation))
     stored = tables.triggers[trigger.id]
     # The ledger is the truth: both counters are recomputed from it.
     stored.active_count = len(active) + len(plan.launch)
@@ -203,9 +204,9 @@ def _resolve_one(
     return claims
 
 
-def _pending_claim(trigger: Trigger, row: FireRow) -> Claim:
+def _pending_claim(trigger: Trigger, row: FireRow, reservation: str) -> Reserved:
     supersedes = row.supersedes_run_id
-    return Claim(
+    return Reserved(
         trigger=trigger,
         occurrence_at=row.occurrence_at,
         action=Action.SUPERSEDE if supersedes else Action.FIRE,
@@ -213,7 +214,7 @@ def _pending_claim(trigger: Trigger, row: FireRow) -> Claim:
         or idempotency_key(trigger.id, row.occurrence_at, row.manual_key),
         kind=row.kind,
         manual_key=row.manual_key,
-        reservation=row.reservation,
+        reservation=reservation,
         supersedes_run_id=supersedes,
     )
 

@@ -3,6 +3,7 @@
 Private to `triggers.store.memory`. A row here holds what the SQL store's row of
 the same table holds (`schema.py`), instants as aware UTC datetimes cut to the
 millisecond, as `UtcDateTime` stores them, so both stores hand back equal values.
+A ledger row is a `FireRow` (`_fire_row.py`), the claim batch's own row type.
 """
 
 from __future__ import annotations
@@ -11,21 +12,12 @@ import copy
 import dataclasses
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from triggers.errors import DuplicateOccurrenceError
-from triggers.model import FireRecord, Outcome, Reason, Trigger, TriggerSpec
-from triggers.store.protocol import FireKind, Heartbeat, RecordedDowntime
-
-
-def cut(at: datetime) -> datetime:
-    """`at` to the millisecond below, as the SQL store keeps instants."""
-    extra = at.microsecond % 1000
-    return at - timedelta(microseconds=extra) if extra else at
-
-
-def cut_opt(at: datetime | None) -> datetime | None:
-    return None if at is None else cut(at)
+from triggers.model import Outcome, Trigger, TriggerSpec
+from triggers.store._fire_row import FireRow
+from triggers.store.protocol import Heartbeat, RecordedDowntime
 
 
 @dataclass(slots=True, kw_only=True)
@@ -63,63 +55,6 @@ class TriggerRow:
             blocked_by=self.blocked_by,
             created_at=self.created_at,
             updated_at=self.updated_at,
-        )
-
-
-@dataclass(slots=True, kw_only=True)
-class FireRow:
-    """One row of `fires` (the ledger)."""
-
-    id: int = 0
-    trigger_id: str
-    occurrence_at: datetime
-    outcome: Outcome
-    last_occurrence_at: datetime | None = None
-    count: int = 1
-    manual_key: str = ""
-    idempotency_key: str | None = None
-    kind: FireKind = "scheduled"
-    reason: Reason | None = None
-    run_id: str | None = None
-    supersedes_run_id: str | None = None
-    blocked_by: str | None = None
-    revision: int | None = None
-    host: str | None = None
-    claimed_at: datetime | None = None
-    launched_at: datetime | None = None
-    settled_at: datetime | None = None
-    error: str | None = None
-    reservation: str | None = None
-    lease_owner: str | None = None
-    lease_expires_at: datetime | None = None
-
-    @property
-    def identity(self) -> tuple[str, datetime, str]:
-        return (self.trigger_id, self.occurrence_at, self.manual_key)
-
-    @property
-    def newest_at(self) -> datetime:
-        """Its occurrence, or a range's last one."""
-        return self.last_occurrence_at or self.occurrence_at
-
-    def record(self) -> FireRecord:
-        return FireRecord(
-            trigger_id=self.trigger_id,
-            occurrence_at=self.occurrence_at,
-            outcome=self.outcome,
-            reason=self.reason,
-            run_id=self.run_id,
-            revision=self.revision,
-            host=self.host,
-            claimed_at=self.claimed_at,
-            launched_at=self.launched_at,
-            settled_at=self.settled_at,
-            error=self.error,
-            last_occurrence_at=self.last_occurrence_at,
-            count=self.count,
-            manual_key=self.manual_key,
-            idempotency_key=self.idempotency_key,
-            blocked_by=self.blocked_by,
         )
 
 

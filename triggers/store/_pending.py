@@ -16,9 +16,9 @@ from sqlalchemy.engine import Connection
 
 from triggers.errors import StoreError
 from triggers.model import Action, Outcome, Reason, Trigger, idempotency_key
-from triggers.store._decide import Active, BufferPlan, Waiting, resolve_buffer
-from triggers.store._shared import new_reservation
-from triggers.store.protocol import Claim
+from triggers.store._buffers import Active, BufferPlan, Waiting, resolve_buffer
+from triggers.store._fire_row import new_reservation
+from triggers.store.protocol import Reserved
 from triggers.store.schema import fires, triggers
 
 _ACTIVE = (Outcome.LAUNCHING.value, Outcome.LAUNCHED.value)
@@ -71,7 +71,7 @@ def take_expired(
     lease: timedelta,
     limit: int,
     dead_owners: Sequence[str] = (),
-) -> list[Claim]:
+) -> list[Reserved]:
     """Re-reserve launches whose lease expired (a start failed) or whose daemon is gone.
 
     `candidates` are triggers `stored` holds locked (see `pending_triggers`); the
@@ -116,14 +116,14 @@ def promote_buffered(
     host: str,
     now: datetime,
     lease: timedelta,
-) -> list[Claim]:
+) -> list[Reserved]:
     """Resolve the buffer of every candidate trigger, under its current policy.
 
     `candidates` are triggers `stored` holds locked (see `pending_triggers`).
     Launches come back as claims (fire, or supersede of the active run); the
     occurrences the policy drops are settled in the ledger with their reason.
     """
-    claims: list[Claim] = []
+    claims: list[Reserved] = []
     for trigger_id in candidates:
         trigger = stored.get(trigger_id)
         if not isinstance(trigger, Trigger):
@@ -134,7 +134,7 @@ def promote_buffered(
 
 def _resolve_one(
     conn: Connection, trigger: Trigger, *, owner: str, host: str, now: datetime, lease: timedelta
-) -> list[Claim]:
+) -> list[Reserved]:
     waiting_rows = (
         conn.execute(
             sa.select(fires)
@@ -185,7 +185,7 @@ def _apply(
     host: str,
     now: datetime,
     lease: timedelta,
-) -> list[Claim]:
+) -> list[Reserved]:
     for index, outcome, reason in plan.drop:
         conn.execute(
             fires.update()
@@ -219,10 +219,10 @@ def _apply(
     return claims
 
 
-def pending_claim(trigger: Trigger, row: Mapping[Any, Any], reservation: str) -> Claim:
+def pending_claim(trigger: Trigger, row: Mapping[Any, Any], reservation: str) -> Reserved:
     """The claim that launches a pending ledger row under a fresh reservation."""
     supersedes = row["supersedes_run_id"]
-    return Claim(
+    return Reserved(
         trigger=trigger,
         occurrence_at=row["occurrence_at"],
         action=Action.SUPERSEDE if supersedes else Action.FIRE,

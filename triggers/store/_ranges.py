@@ -24,7 +24,7 @@ from triggers.errors import (
     UnknownTriggerError,
     WatermarkMovedError,
 )
-from triggers.store._shared import chunks, lock_triggers
+from triggers.store._sql_common import chunks, lock_triggers
 from triggers.store.protocol import ClaimRequest, RangeRecord, RangeSplit
 from triggers.store.schema import fires, triggers
 

@@ -17,7 +17,7 @@ from sqlalchemy.engine import Connection
 from triggers.clock import to_ms
 from triggers.model import FireRecord, Outcome, Trigger
 from triggers.store import _codec
-from triggers.store._shared import (
+from triggers.store._sql_common import (
     adjust_active,
     chunks,
     executemany,

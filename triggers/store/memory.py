@@ -19,12 +19,13 @@ from datetime import datetime, timedelta
 from triggers.errors import StaleOwnerError, StoreError, TriggersError, UnknownTriggerError
 from triggers.model import FireRecord, Outcome, Trigger, TriggerSpec
 from triggers.store import _memory_ledger as ledger
-from triggers.store._memory_claims import MemoryClaimBatch
-from triggers.store._memory_rows import FireRow, Tables, TriggerRow, cut
+from triggers.store._claim_batch import ClaimBatch
+from triggers.store._fire_row import FireRow, cut
+from triggers.store._memory_claim_rows import MemoryClaimRows, MemoryTransaction
+from triggers.store._memory_rows import Tables, TriggerRow
 from triggers.store.protocol import (
     ActiveRun,
     ApplyResult,
-    Claim,
     ClaimRequest,
     ClaimResult,
     Heartbeat,
@@ -34,8 +35,10 @@ from triggers.store.protocol import (
     RangeRecord,
     RangeSplit,
     RecordedDowntime,
+    Reserved,
     RunChange,
     Settlement,
+    StoreTransaction,
 )
 
 __all__ = ["MemoryTriggerStore"]
@@ -175,10 +178,10 @@ class MemoryTriggerStore:
         if not requests:
             return []
         # Without splits nothing is written before every request is decided and the
-        # runs have answered (`MemoryClaimBatch`): the lock alone makes it one transaction.
+        # runs have answered (`ClaimBatch`): the lock alone makes it one transaction.
         with self._undoable() if splits else self._lock:
-            batch = MemoryClaimBatch(
-                self._tables,
+            batch = ClaimBatch(
+                MemoryClaimRows(self._tables),
                 requests,
                 owner=owner,
                 host=host,
@@ -187,7 +190,7 @@ class MemoryTriggerStore:
                 splits=splits,
                 launch_within=launch_within,
             )
-            results = batch.run(lambda: ledger.apply_splits(self._tables, splits, now))
+            results = batch.run()
         batch.after_commit()  # committed: the runs started within it may go on
         return results
 
@@ -228,13 +231,13 @@ class MemoryTriggerStore:
                     results.append(_launched_record(launch, now))
         return results
 
-    def release(self, claim: Claim, *, retry_at: datetime, error: str | None) -> None:
+    def release(self, claim: Reserved, *, retry_at: datetime, error: str | None) -> None:
         with self._lock:
             row = self._reserved(claim)
             if row is not None:
                 row.lease_expires_at, row.lease_owner, row.error = cut(retry_at), None, error
 
-    def fail_launch(self, claim: Claim, *, error: str, now: datetime) -> None:
+    def fail_launch(self, claim: Reserved, *, error: str, now: datetime) -> None:
         now = cut(now)
         with self._lock:
             row = self._reserved(claim)
@@ -255,7 +258,7 @@ class MemoryTriggerStore:
         lease: timedelta,
         limit: int = 500,
         dead_owners: Sequence[str] = (),
-    ) -> list[Claim]:
+    ) -> list[Reserved]:
         with self._lock:
             return ledger.take_pending(
                 self._tables,
@@ -276,8 +279,14 @@ class MemoryTriggerStore:
             return ledger.record_settlements(self._tables, settlements, now)
 
     def record_run_changes(
-        self, changes: Sequence[RunChange], *, now: datetime, within: object = None
+        self,
+        changes: Sequence[RunChange],
+        *,
+        now: datetime,
+        within: StoreTransaction | None = None,
     ) -> None:
+        if within is not None and not isinstance(within, MemoryTransaction):
+            raise TypeError(f"not a transaction of this store: {within!r}")
         if changes:
             with self._lock:
                 ledger.record_run_changes(self._tables, changes, now)
@@ -407,13 +416,13 @@ class MemoryTriggerStore:
                 self._tables = saved
                 raise
 
-    def _row_of(self, claim: Claim) -> FireRow | None:
+    def _row_of(self, claim: Reserved) -> FireRow | None:
         found = self._tables.by_identity.get(
             (claim.trigger_id, cut(claim.occurrence_at), claim.manual_key)
         )
         return None if found is None else self._tables.fires[found]
 
-    def _reserved(self, claim: Claim) -> FireRow | None:
+    def _reserved(self, claim: Reserved) -> FireRow | None:
         row = self._row_of(claim)
         if row is None or row.reservation != claim.reservation:
             return None

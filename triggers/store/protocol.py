@@ -1,8 +1,9 @@
 """The trigger store contract: what every implementation (SQL, memory) must do.
 
 The scheduler depends on this module only. Claims are decided and recorded in
-batches (one transaction for every occurrence a tick owes), because a tick of a
-thousand every-second triggers cannot afford a transaction per occurrence.
+batches (one transaction for a batch of the occurrences a tick owes: the scheduler
+claims about 128 at a time), because a tick of a thousand every-second triggers
+cannot afford a transaction per occurrence.
 """
 
 from __future__ import annotations
@@ -31,45 +32,87 @@ class ClaimRequest:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Claim:
-    """The decision for one occurrence, already recorded in the ledger.
+class Claimed:
+    """An occurrence a claim decided: what every outcome of a claim (`Claim`) says.
 
-    `reservation` is set when the action launches a run (fire, supersede): the
-    lease on the ledger row that entitles this scheduler to launch it.
+    `action` is the decision; the variant (`Decided`, `Reserved`, `Launched`,
+    `Completed`, `Refused`, `Deferred`) says where the occurrence stands now.
     """
 
     trigger: Trigger
+    """The trigger as the claim's transaction left it (its counters and watermark)."""
     occurrence_at: datetime
     action: Action
     idempotency_key: str
     kind: FireKind = "scheduled"
     manual_key: str = ""
     reason: Reason | None = None
-    reservation: str | None = None
-    supersedes_run_id: str | None = None
-    run_id: str | None = None
-    """Set when the run was started within the claim's own transaction (launched)."""
-    refused: str | None = None
-    """Set when that start was refused for good (the row is `failed` with this error)."""
-    retry_at: datetime | None = None
-    """Set when that start failed otherwise: the pending pass retries it from then."""
-    completed: bool = False
-    """Set with `run_id` when that run completed in the same transaction (its flow had
-    nothing to run): the row is `completed`, and no settlement will follow."""
 
     @property
     def trigger_id(self) -> str:
         return self.trigger.id
 
-    @property
-    def launches(self) -> bool:
-        """Whether the launcher still has to start this claim's run."""
-        launching = self.action in (Action.FIRE, Action.SUPERSEDE)
-        settled = self.run_id is not None or self.refused is not None or self.retry_at is not None
-        return launching and not settled
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Decided(Claimed):
+    """Nothing to launch: recorded `skipped`, `buffered` or `superseded` (the action
+    says which), or nothing recorded (`duplicate`: decided before; `ignored`: the
+    trigger takes no claim now)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Reserved(Claimed):
+    """A fire or supersede whose run the launcher still has to start: the ledger row
+    is `launching` under `reservation`, the lease that entitles this scheduler to
+    start it (`record_launched`, `release`, `fail_launch` are fenced on it)."""
+
+    reservation: str
+    supersedes_run_id: str | None = None
+    """The active run a supersede replaces (cancelled before the new one starts)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Launched(Claimed):
+    """A fire whose run started within the claim's own transaction: the row is
+    `launched` with `run_id`, in the same commit."""
+
+    run_id: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Completed(Claimed):
+    """A fire whose run started and completed within the claim's own transaction (its
+    flow had nothing to run): the row is `completed`; no settlement will follow."""
+
+    run_id: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Refused(Claimed):
+    """A fire whose start within the claim the runner refused for good: the row is
+    `failed` with `error`."""
+
+    error: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Deferred(Claimed):
+    """A fire whose start within the claim got no answer: the row stays `launching`,
+    and the pending pass starts it again, under the same key, from `retry_at`."""
+
+    retry_at: datetime
+    error: str
+
+
+Claim = Decided | Reserved | Launched | Completed | Refused | Deferred
+"""One claimed occurrence, by where it stands (see `Claimed`)."""
 
 ClaimResult = Claim | TriggersError
+
+START_RETRY = timedelta(seconds=5)
+"""How long a start that got no answer waits before it is tried again (the launcher's
+starts, and the starts within a claim): the runtime answers a retry of the same key
+with the same run."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,13 +122,26 @@ class CompletedRun:
     run_id: str
 
 
+class StoreTransaction:
+    """An open write transaction of a store, handed to a runner that starts runs in it
+    (`LaunchWithin`) or records run changes in it (`TriggerStore.record_run_changes`).
+
+    Each store names its own (`SqlTransaction`, the SQL store's connection;
+    `MemoryTransaction`); a runner that needs the database checks which it got."""
+
+    __slots__ = ()
+
+
+StartResult = str | CompletedRun | TriggersError
+"""What a start within a claim answered: the run id, the run completed at once, or
+the error (a `RunnerRefusedError` refuses it for good)."""
+
 LaunchWithin = Callable[
-    [object, Sequence[Claim]],
-    tuple[list["str | CompletedRun | TriggersError"], Callable[[], None]],
+    [StoreTransaction, Sequence[Claimed]],
+    tuple[list[StartResult], Callable[[], None]],
 ]
-"""Starts the runs of fire claims inside the claim's transaction (given as its first
-argument): per claim its run id (a `CompletedRun` when the run is done already) or the
-error, and what to call after the commit."""
+"""Starts the runs of fire claims inside the claim's transaction: per claim what the
+start answered, and what to call after the commit."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -137,7 +193,7 @@ class RangeSplit:
 class Launch:
     """A run the runner started for a claim."""
 
-    claim: Claim
+    claim: Reserved
     run_id: str
 
 
@@ -349,9 +405,13 @@ class TriggerStore(TriggerReads, Protocol):
     ) -> list[ClaimResult]:
         """Decide and record each occurrence (fire, skip, buffer, supersede), atomically.
 
-        With `launch_within`, fires (not supersedes) start their runs in the claim's
-        own transaction and are recorded `launched` with their run id (`Claim.run_id`);
-        a start refused for good is recorded `failed` (`Claim.refused`).
+        Without `launch_within`, a fire or supersede answers `Reserved`: the launcher
+        starts its run. With it, fires (not supersedes) start their runs in the claim's
+        own transaction and answer by what the start did: `Launched` (the row
+        `launched` with its run id), `Completed` (the run completed in its start),
+        `Refused` (the row `failed`: refused for good) or `Deferred` (no answer: the
+        row stays `launching`, retried from `retry_at`). Every other decision
+        answers `Decided`.
 
         Requests are decided in order, so a later occurrence of a trigger sees the
         run an earlier one of the batch launched. A fire or supersede takes a
@@ -395,12 +455,12 @@ class TriggerStore(TriggerReads, Protocol):
         was taken over (another scheduler now owns the launch)."""
         ...
 
-    def release(self, claim: Claim, *, retry_at: datetime, error: str | None) -> None:
+    def release(self, claim: Reserved, *, retry_at: datetime, error: str | None) -> None:
         """Give a reservation back after a failed or ambiguous start: the occurrence
         stays pending under the same key and is re-taken from `retry_at`."""
         ...
 
-    def fail_launch(self, claim: Claim, *, error: str, now: datetime) -> None:
+    def fail_launch(self, claim: Reserved, *, error: str, now: datetime) -> None:
         """Record a launch that can never succeed (the runtime refused it) as `failed`."""
         ...
 
@@ -413,11 +473,11 @@ class TriggerStore(TriggerReads, Protocol):
         lease: timedelta,
         limit: int = 500,
         dead_owners: Sequence[str] = (),
-    ) -> list[Claim]:
+    ) -> list[Reserved]:
         """Re-reserve launches whose lease expired or whose owner is in `dead_owners`
         (daemons known to be gone), and resolve every buffer under its trigger's current
-        policy; each launch comes back as a claim (fire, or a supersede of the active
-        run). What the policy drops from a buffer is settled with its reason
+        policy; each launch comes back `Reserved` (a fire, or a supersede of the
+        active run). What the policy drops from a buffer is settled with its reason
         (`overlap`, `blocked`, `buffer_full`, `disabled`, `max_runs`), or `superseded`
         by a newer occurrence."""
         ...
@@ -432,7 +492,11 @@ class TriggerStore(TriggerReads, Protocol):
         ...
 
     def record_run_changes(
-        self, changes: Sequence[RunChange], *, now: datetime, within: object = None
+        self,
+        changes: Sequence[RunChange],
+        *,
+        now: datetime,
+        within: StoreTransaction | None = None,
     ) -> None:
         """Record what the runtime says of runs: settlements (as `record_settled`), and
         whether a run blocks its trigger (`parked` sets the trigger's `blocked_by`, any
@@ -441,8 +505,9 @@ class TriggerStore(TriggerReads, Protocol):
 
         `within` is a transaction of the store's own database, handed over by a runner
         that runs on it (the looms runner calls this inside the transaction that makes
-        the runs' own events durable, so the ledger and the runtime never disagree);
-        None opens one."""
+        the runs' own events durable, so the ledger and the runtime never disagree,
+        as a `SqlTransaction`); None opens one. A transaction of another store is a
+        TypeError (a bug, not a database fault)."""
         ...
 
     def heartbeat(self, beat: Heartbeat, *, down_after: timedelta | None = None) -> None:

@@ -24,13 +24,14 @@ from triggers.errors import (
 )
 from triggers.model import FireRecord, Outcome, Trigger, TriggerSpec
 from triggers.store._apply import ApplyPlan
-from triggers.store._claims import ClaimBatch
+from triggers.store._claim_batch import ClaimBatch
 from triggers.store._downtime import prune_downtime, write_heartbeat
 from triggers.store._driver_errors import translated
 from triggers.store._pending import pending_triggers, promote_buffered, take_expired
 from triggers.store._ranges import record_range
 from triggers.store._settlements import record_run_changes, record_settlements
-from triggers.store._shared import (
+from triggers.store._sql_claim_rows import SqlClaimRows
+from triggers.store._sql_common import (
     adjust_active,
     fire_key,
     lock_triggers,
@@ -39,7 +40,6 @@ from triggers.store._shared import (
 )
 from triggers.store.protocol import (
     ApplyResult,
-    Claim,
     ClaimRequest,
     ClaimResult,
     Heartbeat,
@@ -47,11 +47,14 @@ from triggers.store.protocol import (
     LaunchWithin,
     RangeRecord,
     RangeSplit,
+    Reserved,
     RunChange,
     Settlement,
+    StoreTransaction,
 )
 from triggers.store.schema import fires, heartbeats, meta, triggers
 from triggers.store.sql_reads import APPLIED_DIGEST, SqlTriggerReads
+from triggers.store.sql_transaction import SqlTransaction
 
 _APPLY_LOCK = 0x7472_6967_6170  # the advisory lock of `apply` on PostgreSQL
 
@@ -142,7 +145,7 @@ class SqlTriggerStore(SqlTriggerReads):
             return []
         with self._write(urgent=True) as conn:
             batch = ClaimBatch(
-                conn,
+                SqlClaimRows(conn),
                 requests,
                 owner=owner,
                 host=host,
@@ -217,7 +220,7 @@ class SqlTriggerStore(SqlTriggerReads):
             for index, launch in enumerate(launches)
         ]
 
-    def release(self, claim: Claim, *, retry_at: datetime, error: str | None) -> None:
+    def release(self, claim: Reserved, *, retry_at: datetime, error: str | None) -> None:
         with self._write() as conn:
             conn.execute(
                 fires.update()
@@ -229,7 +232,7 @@ class SqlTriggerStore(SqlTriggerReads):
                 .values(lease_expires_at=retry_at, lease_owner=None, error=error)
             )
 
-    def fail_launch(self, claim: Claim, *, error: str, now: datetime) -> None:
+    def fail_launch(self, claim: Reserved, *, error: str, now: datetime) -> None:
         with self._write() as conn:
             lock_triggers(conn, [claim.trigger_id])  # trigger rows first, as everywhere
             updated = conn.execute(
@@ -260,7 +263,7 @@ class SqlTriggerStore(SqlTriggerReads):
         lease: timedelta,
         limit: int = 500,
         dead_owners: Sequence[str] = (),
-    ) -> list[Claim]:
+    ) -> list[Reserved]:
         with self._write() as conn:
             expired, buffered = pending_triggers(
                 conn, now=now, limit=limit, dead_owners=dead_owners
@@ -291,18 +294,22 @@ class SqlTriggerStore(SqlTriggerReads):
             return record_settlements(conn, settlements, now)
 
     def record_run_changes(
-        self, changes: Sequence[RunChange], *, now: datetime, within: object = None
+        self,
+        changes: Sequence[RunChange],
+        *,
+        now: datetime,
+        within: StoreTransaction | None = None,
     ) -> None:
+        if within is not None and not isinstance(within, SqlTransaction):
+            raise TypeError(f"not a transaction of this store's database: {within!r}")
         if not changes:
             return
         if within is None:
             with self._write() as conn:
                 record_run_changes(conn, changes, now)
             return
-        if not isinstance(within, Connection):
-            raise TypeError(f"not a transaction of this store's database: {within!r}")
         with translated():
-            record_run_changes(within, changes, now)
+            record_run_changes(within.connection, changes, now)
 
     def heartbeat(self, beat: Heartbeat, *, down_after: timedelta | None = None) -> None:
         with self._write() as conn:

@@ -22,7 +22,7 @@ from triggers.store import _codec
 from triggers.store._downtime import read_downtime
 from triggers.store._driver_errors import translated
 from triggers.store._settlements import last_settled
-from triggers.store._shared import chunks, read_triggers, select_triggers
+from triggers.store._sql_common import chunks, read_triggers, select_triggers
 from triggers.store.protocol import ActiveRun, Heartbeat, HistoryQuery, RecordedDowntime
 from triggers.store.schema import fires, heartbeats, meta, triggers
 

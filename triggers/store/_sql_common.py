@@ -1,4 +1,4 @@
-"""Helpers every SQL write path of the trigger store shares.
+"""Helpers the SQL store's write paths and reads share (the memory store has its own).
 
 Every function runs inside the caller's write transaction. Trigger rows are
 always locked before ledger rows, in id order, so two daemons on PostgreSQL
@@ -8,7 +8,6 @@ cannot deadlock on each other.
 from __future__ import annotations
 
 import operator
-import os
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar, cast
@@ -23,7 +22,7 @@ from triggers.clock import to_ms
 from triggers.errors import CorruptRowError, StoreError
 from triggers.model import Trigger, TriggerSpec
 from triggers.store import _codec
-from triggers.store.protocol import Claim
+from triggers.store.protocol import Reserved
 from triggers.store.schema import fires, triggers
 
 T = TypeVar("T")
@@ -35,7 +34,7 @@ def chunks(items: Sequence[T], size: int = CHUNK) -> Iterator[Sequence[T]]:
         yield items[start : start + size]
 
 
-def fire_key(claim: Claim) -> tuple[sa.ColumnElement[bool], ...]:
+def fire_key(claim: Reserved) -> tuple[sa.ColumnElement[bool], ...]:
     return (
         fires.c.trigger_id == claim.trigger_id,
         fires.c.occurrence_at == claim.occurrence_at,
@@ -180,8 +179,3 @@ def _compiled(statement: sa.ClauseElement, dialect: sa.Dialect) -> SQLCompiler:
         found = (statement, cast("SQLCompiler", statement.compile(dialect=dialect)))
         _COMPILED[key] = found
     return found[1]
-
-
-def new_reservation() -> str:
-    """A fencing token for one reservation: unique, cheap (a tick takes a thousand)."""
-    return os.urandom(12).hex()  # what secrets.token_hex(12) returns, three calls fewer
