@@ -413,6 +413,9 @@ class Daemon:
             owner=f"api:{self._owner}",
             # What the API claims launches at once, as a SIGUSR1 from `triggers fire` does.
             wake=scheduler.pending.want,
+            soonest=scheduler.soonest,
+            poll_interval=self._settings.poll_interval,
+            database=self._settings.redacted_database_url(),
         )
 
     def _serve_metrics(self) -> None:

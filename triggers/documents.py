@@ -16,7 +16,7 @@ from triggers.clock import iso
 from triggers.step_output import attempt_outputs, step_states
 
 if TYPE_CHECKING:
-    from triggers.inspection import TriggerDescription
+    from triggers.inspection import DaemonView, StatusReport, TriggerDescription
     from triggers.model import FireRecord, Trigger
     from triggers.scheduler.forecast import Forecast, UpcomingFire
     from triggers.services import TriggerView
@@ -184,3 +184,43 @@ def run_json(info: Any, events: Sequence[Any]) -> dict[str, Any]:
         effect["last_output"] = attempt.to_json() if attempt else None
     document["steps"] = [state.to_json() for state in step_states(attempts, events)]
     return document
+
+
+def status_json(report: StatusReport) -> dict[str, Any]:
+    """`status --json` (without the version and database the CLI adds)."""
+    return {
+        "healthy": not report.problems,
+        "problems": report.problems,
+        "daemons_alive": report.alive,
+        "daemons": [daemon_json(view) for view in report.daemons],
+        "triggers": report.triggers,
+        "blocked_triggers": report.blocked,
+        "occurrences": report.occurrences,
+        "parked_runs": [
+            {
+                "run_id": run.run_id,
+                "flow": run.flow,
+                "trigger_id": run.attributes.get("trigger_id"),
+                "occurrence": run.attributes.get("occurrence"),
+                "created_at": iso(run.created_at),
+                "error": run.error,
+            }
+            for run in report.parked_runs
+        ],
+    }
+
+
+def daemon_json(view: DaemonView) -> dict[str, Any]:
+    """A daemon's heartbeat judged, as `status --json` lists them."""
+    return {
+        "owner": view.beat.owner,
+        "host": view.beat.host,
+        "pid": view.beat.pid,
+        "version": view.beat.version,
+        "state": view.state,
+        "alive": view.state == "alive",
+        "started_at": iso(view.beat.started_at),
+        "last_tick_at": iso(view.beat.last_tick_at),
+        "last_tick_age_s": round(view.age.total_seconds(), 3),
+        "stopped_at": opt_iso(view.beat.stopped_at),
+    }

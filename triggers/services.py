@@ -99,28 +99,34 @@ def list_triggers(store: TriggerReads, *, now: datetime) -> list[TriggerView]:
     active: dict[str, str] = {}
     for run in store.active_runs():
         active.setdefault(run.trigger_id, run.run_id)
-    views = []
-    for row in store.list_triggers():
-        if not isinstance(row, Trigger):
-            continue
-        why: str | None
-        try:
-            found = upcoming(row.spec, trigger=row, after=max(now, row.watermark_at), count=1)
-        except ScheduleError:
-            next_fire, why = None, "invalid"
-        else:
-            next_fire = found.fires[0] if found.fires else None
-            why = None if next_fire is not None or found.stop is None else found.stop.value
-        views.append(
-            TriggerView(
-                trigger=row,
-                next_fire=next_fire,
-                no_next_fire=why,
-                last=last.get(row.id),
-                active_run_id=active.get(row.id),
-            )
+    return [
+        trigger_view(row, now=now, last=last.get(row.id), active_run_id=active.get(row.id))
+        for row in store.list_triggers()
+        if isinstance(row, Trigger)
+    ]
+
+
+def trigger_view(
+    trigger: Trigger, *, now: datetime, last: FireRecord | None, active_run_id: str | None
+) -> TriggerView:
+    """One row of `list`: the trigger with its next fire (or why none)."""
+    why: str | None
+    try:
+        found = upcoming(
+            trigger.spec, trigger=trigger, after=max(now, trigger.watermark_at), count=1
         )
-    return views
+    except ScheduleError:
+        next_fire, why = None, "invalid"
+    else:
+        next_fire = found.fires[0] if found.fires else None
+        why = None if next_fire is not None or found.stop is None else found.stop.value
+    return TriggerView(
+        trigger=trigger,
+        next_fire=next_fire,
+        no_next_fire=why,
+        last=last,
+        active_run_id=active_run_id,
+    )
 
 
 def next_fire(trigger: Trigger, *, now: datetime) -> datetime | None:

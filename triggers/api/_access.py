@@ -12,6 +12,7 @@ call it.
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import re
 import threading
@@ -125,6 +126,19 @@ class Tokens:
         for token in tokens:
             # Every token is compared, the match or not, so timing tells nothing.
             if hmac.compare_digest(given, token.secret) and found is None:
+                found = token
+        return found
+
+    def by_digest(self, digest: str) -> _Token | None:
+        """The token in force whose SHA-256 (hex) is `digest`: a dashboard session keeps
+        the digest, never the token, and ends when its token is no longer in force."""
+        wanted = digest.encode()
+        with self._lock:
+            tokens = self._tokens
+        found = None
+        for token in tokens:
+            mine = hashlib.sha256(token.secret).hexdigest().encode()
+            if hmac.compare_digest(wanted, mine) and found is None:
                 found = token
         return found
 

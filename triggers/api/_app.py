@@ -6,7 +6,7 @@ import time
 from typing import Any
 
 import structlog
-from fastapi import APIRouter, FastAPI, Request
+from fastapi import APIRouter, FastAPI, Request, Response
 from fastapi.openapi.utils import get_openapi
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -53,6 +53,9 @@ def build_app(services: ApiServices, config: ApiConfig) -> FastAPI:
         return Json(_document(app))
 
     app.include_router(document)
+    from triggers.api import dashboard  # noqa: PLC0415 (its templates load with it)
+
+    dashboard.mount(app)
     app.add_exception_handler(HTTPException, _http_error)
     # The last resort, past every route's own guard (a bug in a middleware).
     app.add_exception_handler(Exception, _bug)
@@ -96,9 +99,14 @@ def _without_nul(schema: dict[str, Any]) -> None:
             _without_nul(part)
 
 
-async def _http_error(request: Request, exc: Exception) -> Json:
-    """No such endpoint (404), or not with this method (405): a usage error."""
+async def _http_error(request: Request, exc: Exception) -> Response:
+    """No such endpoint (404), or not with this method (405): a usage error (a page
+    outside the API's prefix)."""
     assert isinstance(exc, HTTPException)  # noqa: S101 (registered for that class only)
+    if not request.url.path.startswith(PREFIX + "/") and exc.status_code == 404:  # noqa: PLR2004
+        from triggers.api.dashboard import not_found_page  # noqa: PLC0415
+
+        return not_found_page(request)
     if exc.status_code == 404:  # noqa: PLR2004
         message = (
             f"no such endpoint: {request.method} {request.url.path} (see {PREFIX}/openapi.json)"

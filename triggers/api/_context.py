@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Annotated
 
 import structlog
@@ -24,6 +25,10 @@ def _nothing() -> None:
     return None
 
 
+def _unknown(_count: int) -> list[tuple[datetime, str]] | None:
+    return None
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ApiServices:
     """The daemon's own store, audit log and (started) runtime, as the API uses them."""
@@ -38,6 +43,13 @@ class ApiServices:
     """The owner of the API's claims (`api:{daemon owner}`)."""
     wake: Callable[[], None] = _nothing
     """Launch what was just claimed now, not at the next poll (the scheduler's pending pass)."""
+    soonest: Callable[[int], list[tuple[datetime, str]] | None] = _unknown
+    """The next N fires the scheduler will claim (due time, trigger id), soonest first,
+    as its timetable holds them; None: no scheduler in this process."""
+    poll_interval: timedelta = timedelta(seconds=5)
+    """The daemons' poll interval: a daemon silent for three is stale (`status`)."""
+    database: str | None = None
+    """Where the database is, its password redacted (`status`)."""
 
 
 def _services(request: Request) -> ApiServices:

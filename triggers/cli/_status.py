@@ -11,10 +11,9 @@ import typer
 
 from triggers.cli._app import app, options
 from triggers.cli._backend import location, open_reads, poll_interval_setting
-from triggers.cli._common import clock, errors, opt_iso, output_of, shown
+from triggers.cli._common import clock, errors, output_of, shown
 from triggers.cli._output import JsonOpt, OutputOpt, emit, listing, table
-from triggers.clock import iso
-from triggers.documents import entry_json
+from triggers.documents import entry_json, status_json
 from triggers.errors import ExitCode
 
 if TYPE_CHECKING:
@@ -41,7 +40,7 @@ def status(as_json: JsonOpt = False, output: OutputOpt = None) -> None:
                 poll_interval=poll_interval,
                 parked_runs=reads.runs.list_runs(status="parked", limit=1000),
             )
-        document = _status_json(report) | {
+        document = status_json(report) | {
             "version": __version__,
             "database": found.redacted,
             "database_source": found.source,
@@ -52,43 +51,6 @@ def status(as_json: JsonOpt = False, output: OutputOpt = None) -> None:
             _status_text(document, report)
     if report.problems:
         raise typer.Exit(int(ExitCode.ATTENTION))
-
-
-def _status_json(report: StatusReport) -> dict[str, Any]:
-    return {
-        "healthy": not report.problems,
-        "problems": report.problems,
-        "daemons_alive": report.alive,
-        "daemons": [
-            {
-                "owner": view.beat.owner,
-                "host": view.beat.host,
-                "pid": view.beat.pid,
-                "version": view.beat.version,
-                "state": view.state,
-                "alive": view.state == "alive",
-                "started_at": iso(view.beat.started_at),
-                "last_tick_at": iso(view.beat.last_tick_at),
-                "last_tick_age_s": round(view.age.total_seconds(), 3),
-                "stopped_at": opt_iso(view.beat.stopped_at),
-            }
-            for view in report.daemons
-        ],
-        "triggers": report.triggers,
-        "blocked_triggers": report.blocked,
-        "occurrences": report.occurrences,
-        "parked_runs": [
-            {
-                "run_id": run.run_id,
-                "flow": run.flow,
-                "trigger_id": run.attributes.get("trigger_id"),
-                "occurrence": run.attributes.get("occurrence"),
-                "created_at": iso(run.created_at),
-                "error": run.error,
-            }
-            for run in report.parked_runs
-        ],
-    }
 
 
 def _status_text(document: dict[str, Any], report: StatusReport) -> None:

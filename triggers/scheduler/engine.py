@@ -192,6 +192,11 @@ class Scheduler:
         """The loop's view of every trigger; other threads read it through `health`."""
         return self._timetable.entries
 
+    def soonest(self, count: int) -> list[tuple[datetime, str]]:
+        """The next `count` fires the loop will claim (due time, trigger id), soonest
+        first; any thread may ask (the dashboard's overview does)."""
+        return self._timetable.soonest(count)
+
     def refresh_soon(self) -> None:
         """Re-read every trigger at the next tick (after an apply, on SIGHUP)."""
         self._next_poll_at = None

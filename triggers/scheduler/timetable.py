@@ -141,6 +141,19 @@ class Timetable:
         entry.generation += 1
         self._taken[entry.trigger.spec.id] = entry
 
+    def soonest(self, count: int) -> list[tuple[datetime, str]]:
+        """The `count` earliest due times with their trigger ids, soonest first.
+
+        Safe from another thread (the dashboard's): it reads a copy of the heap, so an
+        answer may be a moment behind the loop, never torn."""
+        heap = self._heap.copy()  # one C call: the loop's pushes and pops are not seen mid-way
+        current = []
+        for due_at, _, trigger_id, generation in heap:
+            entry = self.entries.get(trigger_id)
+            if entry is not None and entry.generation == generation:
+                current.append((due_at, trigger_id))
+        return heapq.nsmallest(count, current)
+
     def next_due(self) -> datetime | None:
         """When the earliest entry is due, or None."""
         while self._heap:

@@ -82,6 +82,10 @@ class Timeline:
     display_zone: tzinfo = UTC
     """The zone of the time axis."""
     title: str | None = None
+    run_links: str | None = None
+    """A link for each run's bar, `{run_id}` in it replaced (`/runs/{run_id}`): the SVG
+    then draws each run on its own, wrapped in its link, with a tooltip (`<title>`)
+    saying the run, its outcome and its times. None: runs that touch are merged."""
 
     def __post_init__(self) -> None:
         for name in ("since", "until", "now"):

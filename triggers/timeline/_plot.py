@@ -22,6 +22,10 @@ can find it:
   downtime, across every lane;
 - `now`, `now-label`, `future`: the line at now and the lighter shade after it;
 - `title`, `legend`.
+
+With `Timeline.run_links`, each run's bar is a `<path>` of its own inside an
+`<a xlink:href>` to the run, with a `<title>` (the browser's tooltip) naming the run,
+its outcome and its times (`linked_runs`).
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 from triggers.timeline._input import Timeline, window_words, zone_words
 from triggers.timeline._lanes import RUN_OUTCOMES, Lane, clipped_downtime, lanes
 from triggers.timeline._legend import Legend, hatched, line, patch, ring
+from triggers.timeline._links import run_link, titled
 from triggers.timeline._style import (
     DOWNTIME,
     DST,
@@ -97,6 +102,8 @@ def _render(timeline: Timeline, kind: str, *, dpi: int = 100) -> bytes:
             # The same data makes the same file: no date, no version of matplotlib.
             metadata = {"Creator": "triggers timeline (matplotlib)", "Date": None}
         figure.savefig(out, format=kind, dpi=dpi, metadata=metadata)
+    if kind == "svg" and timeline.run_links:
+        return titled(out.getvalue(), found, timeline)
     return out.getvalue()
 
 
@@ -286,20 +293,25 @@ class _Drawing:
 
     def _runs(self, index: int, lane: Lane) -> None:
         bars: dict[str, list[tuple[float, float]]] = defaultdict(list)
+        urls: dict[str, list[str | None]] = defaultdict(list)
+        links = self.timeline.run_links
         for run in lane.runs:
             bars[run.outcome].append(self._span(run.start, run.end))
+            urls[run.outcome].append(run_link(links, run))
         for outcome in RUN_OUTCOMES:
             if outcome not in bars:
                 continue
             look = LOOKS[outcome]
-            self.axes.broken_barh(
-                _merged(bars[outcome]),
+            bar = self.axes.broken_barh(
+                bars[outcome] if links else _merged(bars[outcome]),
                 (index - 0.2, 0.4),
                 facecolors=look.colour,
                 linewidth=0,
                 zorder=3,
                 gid=f"runs-{outcome}-{index}",
             )
+            if links:
+                bar.set_urls(urls[outcome])
             self.legend.add(f"runs-{outcome}", patch(look.colour), look.words)
         self._branches(index, lane)
 

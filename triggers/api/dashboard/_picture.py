@@ -1,0 +1,72 @@
+"""A trigger's timeline, drawn by `triggers.timeline` as `triggers timeline` draws it,
+each run's bar linked to the run's page with a tooltip.
+
+Drawing takes matplotlib tens of milliseconds, so a picture is kept for the minute it
+was drawn in, as long as the trigger's ledger has not changed (its newest row, its
+revision): a page refreshed every few seconds draws it once a minute at most.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections import OrderedDict
+from dataclasses import replace
+from datetime import timedelta
+
+from triggers.api._context import ApiServices
+from triggers.inspection import timeline_report
+from triggers.store.protocol import HistoryQuery
+
+SPANS = {
+    "6h": timedelta(hours=6),
+    "1d": timedelta(days=1),
+    "7d": timedelta(days=7),
+    "30d": timedelta(days=30),
+}
+"""The windows a trigger's page offers (back from now; a quarter as much ahead)."""
+ROWS = 2000
+"""Ledger rows drawn at most (the newest)."""
+_KEPT = 64
+_lock = threading.Lock()
+_pictures: OrderedDict[tuple[object, ...], str] = OrderedDict()
+_PROLOGUE = re.compile(r"^.*?(?=<svg)", re.DOTALL)
+
+
+def timeline_svg(ctx: ApiServices, trigger_id: str, span: str) -> str:
+    """The trigger's timeline over `span` (a key of `SPANS`) as inline SVG markup."""
+    now = ctx.clock.now()
+    window = SPANS[span]
+    trigger = ctx.store.get_trigger(trigger_id)
+    newest = ctx.store.history(HistoryQuery(trigger_id=trigger_id, limit=1))
+    key = (
+        trigger_id,
+        span,
+        trigger.revision if trigger else None,
+        trigger.paused if trigger else None,
+        tuple(sorted(newest[0].to_json().items())) if newest else None,
+        now.replace(second=0, microsecond=0),
+    )
+    with _lock:
+        kept = _pictures.get(key)
+        if kept is not None:
+            _pictures.move_to_end(key)
+            return kept
+    from triggers.timeline import render_svg  # noqa: PLC0415 (matplotlib: only when drawn)
+
+    report = timeline_report(
+        ctx.store,
+        trigger_ids=[trigger_id],
+        since=now - window,
+        until=now + window / 4,
+        now=now,
+        poll_interval=ctx.poll_interval,
+        limit=ROWS,
+    )
+    picture = replace(report.timeline, run_links="/runs/{run_id}", title=trigger_id)
+    svg = _PROLOGUE.sub("", render_svg(picture).decode(), count=1)
+    with _lock:
+        _pictures[key] = svg
+        while len(_pictures) > _KEPT:
+            _pictures.popitem(last=False)
+    return svg

@@ -1,0 +1,48 @@
+"""Links and tooltips of a timeline's run bars, for a picture shown in a web page.
+
+matplotlib wraps a bar whose collection has URLs in `<a xlink:href>`, but writes no
+`<title>`: `titled` adds one to each run's link, the tooltip a browser shows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import tzinfo
+from html import escape
+from urllib.parse import quote
+
+from triggers.timeline._input import Timeline
+from triggers.timeline._lanes import Lane, Run
+
+
+def run_link(links: str | None, run: Run) -> str | None:
+    """The link of a run's bar (None: no links asked for, or a run without an id)."""
+    if links is None or run.run_id is None:
+        return None
+    return links.replace("{run_id}", quote(run.run_id, safe=""))
+
+
+def run_tooltip(run: Run, zone: tzinfo) -> str:
+    """What hovering a run's bar says: `run R · failed · 02:30:00 → 02:31:12 UTC`."""
+    start, end = run.start.astimezone(zone), run.end.astimezone(zone)
+    shape = "%Y-%m-%d %H:%M:%S"
+    ending = "running" if run.ongoing else end.strftime(shape)
+    manual = " (manual)" if run.manual else ""
+    return (
+        f"run {run.run_id}{manual} · {run.outcome} · {start.strftime(shape)} → {ending} "
+        f"{end.tzname() or 'UTC'}"
+    )
+
+
+def titled(svg: bytes, found: Sequence[Lane], timeline: Timeline) -> bytes:
+    """`svg` with a `<title>` first in each run's link, the tooltip browsers show."""
+    text = svg.decode()
+    for lane in found:
+        for run in lane.runs:
+            link = run_link(timeline.run_links, run)
+            if link is None:
+                continue
+            anchor = f'<a xlink:href="{escape(link)}">'
+            tip = escape(run_tooltip(run, timeline.display_zone))
+            text = text.replace(anchor, f"{anchor}<title>{tip}</title>", 1)
+    return text.encode()
