@@ -6,6 +6,7 @@ matplotlib wraps a bar whose collection has URLs in `<a xlink:href>`, but writes
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from datetime import tzinfo
 from html import escape
@@ -42,7 +43,10 @@ def titled(svg: bytes, found: Sequence[Lane], timeline: Timeline) -> bytes:
             link = run_link(timeline.run_links, run)
             if link is None:
                 continue
-            anchor = f'<a xlink:href="{escape(link)}">'
+            # matplotlib opens links in a new window (target="_blank"): the page's own
+            # link instead, with SVG 2's plain href beside the xlink one.
+            anchor = re.compile(f'<a xlink:href="{re.escape(escape(link))}"[^>]*>')
             tip = escape(run_tooltip(run, timeline.display_zone))
-            text = text.replace(anchor, f"{anchor}<title>{tip}</title>", 1)
+            mine = f'<a href="{escape(link)}" xlink:href="{escape(link)}"><title>{tip}</title>'
+            text = anchor.sub(lambda _match, mine=mine: mine, text, count=1)
     return text.encode()

@@ -60,6 +60,7 @@ _DAY = timedelta(days=1)
 _WIDTH_IN = 12.0
 _LANE_IN = 0.62
 _MIN_BAR = 1 / 600  # of the window: a run shorter than this is drawn this wide
+_MIN_LINK = 1 / 250  # as wide at least when it is a link: something a pointer can hit
 _LABEL_ROOM = 0.07  # of the window: a range this wide carries its reason in words
 _RC: dict[Any, Any] = {
     "svg.fonttype": "none",  # real <text>: searchable, selectable, small
@@ -285,7 +286,7 @@ class _Drawing:
     def _span(self, start: datetime, end: datetime) -> tuple[float, float]:
         """(x, width) from `start` to `end`, at least `_MIN_BAR` of the window wide."""
         timeline = self.timeline
-        least = timeline.span * _MIN_BAR
+        least = timeline.span * (_MIN_LINK if timeline.run_links else _MIN_BAR)
         if end - start < least:
             start = max(start - (least - (end - start)) / 2, timeline.since)
             end = start + least
@@ -307,7 +308,7 @@ class _Drawing:
                 (index - 0.2, 0.4),
                 facecolors=look.colour,
                 linewidth=0,
-                zorder=3,
+                zorder=7 if links else 3,  # a link above the line at now, to be hit
                 gid=f"runs-{outcome}-{index}",
             )
             if links:
