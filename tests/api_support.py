@@ -53,6 +53,8 @@ class Api:
     reader: httpx.Client
     writer: httpx.Client
     anonymous: httpx.Client
+    tokens: Tokens | None = None
+    """The tokens in force (what SIGHUP reloads)."""
 
     def get(self, path: str, **params: Any) -> Any:
         """GET with the read token; the answer's JSON, which must be a 200."""
@@ -117,7 +119,7 @@ def served_api(
         )
     ]
     try:
-        yield Api(server.url, backend, declarations, *clients)
+        yield Api(server.url, backend, declarations, *clients, tokens=config.tokens)
     finally:
         for client in clients:
             client.close()
