@@ -10,7 +10,7 @@ UNIT_OUT ?= build/triggers.service
 # `systemd-analyze security` exposure, times ten (1.7 is 17): above this fails.
 UNIT_EXPOSURE ?= 20
 
-.PHONY: run test lint unit faults faketime install install-test clean systemd-unit verify-unit
+.PHONY: run test lint unit faults faketime install install-test clean systemd-unit verify-unit screenshots
 
 $(BIN)/triggers: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -55,6 +55,11 @@ faketime:
 	@ls /usr/lib/*/faketime/libfaketimeMT.so.1 >/dev/null 2>&1 || \
 		$(SUDO) apt-get install -y faketime || \
 		{ $(SUDO) apt-get update && $(SUDO) apt-get install -y faketime; }
+# The dashboard's screenshots in docs/dashboard/ (docs/dashboard.md), drawn by headless
+# chromium (Debian's chromium and chromium-driver) against the real daemon.
+screenshots: install-test
+	$(BIN)/python -m tests.screenshots docs/dashboard
+
 systemd-unit:
 	mkdir -p $(dir $(UNIT_OUT))
 	sed 's|/opt/triggers/bin/triggers|$(TRIGGERS_BIN)|g' systemd/triggers.service > $(UNIT_OUT)
