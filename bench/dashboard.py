@@ -47,7 +47,7 @@ def timed(client: httpx.Client, path: str, repeat: int) -> dict[str, float]:
         started = time.perf_counter()
         answer = client.get(path)
         times.append((time.perf_counter() - started) * 1000)
-        if answer.status_code != 200:  # noqa: PLR2004
+        if answer.status_code != 200:
             raise SystemExit(f"GET {path}: {answer.status_code}\n{answer.text[:2000]}")
     return {
         "first_ms": round(times[0], 1),
@@ -69,6 +69,19 @@ def share_of_core(pid: int, seconds: float, client: httpx.Client | None, paths: 
         time.sleep(0.05)
     spent = (cpu_ns(pid) - before) / 1e9
     return round(100 * spent / (time.monotonic() - started), 3)
+
+
+def wait_for_answers(client: httpx.Client, daemon: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            if client.get("/login").status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline or daemon.poll() is not None:
+            raise SystemExit("the daemon did not answer")
+        time.sleep(0.5)
 
 
 def main() -> None:
@@ -102,16 +115,7 @@ def main() -> None:
     }
     try:
         client = httpx.Client(base_url=f"http://{address}", timeout=60)
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if client.get("/login").status_code == 200:  # noqa: PLR2004
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline or daemon.poll() is not None:
-                raise SystemExit("the daemon did not answer")
-            time.sleep(0.5)
+        wait_for_answers(client, daemon)
         timed_run([TRIGGERS, "fire", "t000042"], env)
         time.sleep(5)  # its run, and the daemon's first listing of every trigger
         run_id = json.loads(timed_run([TRIGGERS, "history", "t000042", "--json"], env).stdout)[0][

@@ -119,7 +119,8 @@ def served_api(
         )
     ]
     try:
-        yield Api(server.url, backend, declarations, *clients, tokens=config.tokens)
+        reader, writer, anonymous = clients
+        yield Api(server.url, backend, declarations, reader, writer, anonymous, config.tokens)
     finally:
         for client in clients:
             client.close()

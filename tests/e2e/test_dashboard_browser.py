@@ -99,13 +99,17 @@ def dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
             what="the broken trigger's run to fail",
         )
         for trigger_id in ("gated", "gated-live"):
-            run_id = wait_for(lambda t=trigger_id: shown.run_of(t), timeout=60, what="a launch")
-            wait_for(lambda r=run_id: shown.waiting(r), timeout=60, what="the wait")
+            _wait_for_the_signal_wait(shown, trigger_id)
         yield shown
     finally:
         assert stop(daemon) == 0
     text = log.read_text()
     assert READ_TOKEN not in text and WRITE_TOKEN not in text
+
+
+def _wait_for_the_signal_wait(shown: Dashboard, trigger_id: str) -> None:
+    run_id = wait_for(lambda: shown.run_of(trigger_id), timeout=60, what="a launch")
+    wait_for(lambda: shown.waiting(run_id), timeout=60, what="the wait")
 
 
 def _answers(url: str) -> bool:

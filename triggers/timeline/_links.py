@@ -48,5 +48,7 @@ def titled(svg: bytes, found: Sequence[Lane], timeline: Timeline) -> bytes:
             anchor = re.compile(f'<a xlink:href="{re.escape(escape(link))}"[^>]*>')
             tip = escape(run_tooltip(run, timeline.display_zone))
             mine = f'<a href="{escape(link)}" xlink:href="{escape(link)}"><title>{tip}</title>'
-            text = anchor.sub(lambda _match, mine=mine: mine, text, count=1)
+            hit = anchor.search(text)
+            if hit is not None:
+                text = text[: hit.start()] + mine + text[hit.end() :]
     return text.encode()
