@@ -107,6 +107,7 @@ fires = sa.Table(
     sa.UniqueConstraint("idempotency_key"),
     sa.Index("ix_fires_outcome_lease_expires_at", "outcome", "lease_expires_at"),
     sa.Index("ix_fires_occurrence_at", "occurrence_at"),
+    sa.Index("ix_fires_outcome_occurrence_at", "outcome", "occurrence_at"),
     sa.Index("ix_fires_settled_at", "settled_at"),
     sa.Index("ix_fires_run_id", "run_id"),
 )

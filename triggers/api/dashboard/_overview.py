@@ -87,12 +87,13 @@ def blocked(ctx: ApiServices, parked: list[Any]) -> list[dict[str, Any]]:
 
 def failing(ctx: ApiServices) -> list[dict[str, Any]]:
     """Triggers whose newest ledger row failed (in the last day), newest failure first."""
-    now = ctx.clock.now()
-    query = HistoryQuery(
-        outcomes=frozenset({Outcome.FAILED}), since=now - FAILING_WINDOW, limit=SHOWN * 5
-    )
+    since = ctx.clock.now() - FAILING_WINDOW
+    # One outcome, no `since` (a range row's bound is not indexed): the newest failed
+    # rows come straight off the ledger's outcome index; the window is applied here.
+    query = HistoryQuery(outcomes=frozenset({Outcome.FAILED}), limit=SHOWN * 5)
+    recent = [r for r in ctx.store.history(query) if r.occurrence_at >= since]
     found = []
-    for record in _first_per_trigger(ctx.store.history(query)):
+    for record in _first_per_trigger(recent):
         newest = ctx.store.history(HistoryQuery(trigger_id=record.trigger_id, limit=1))
         if newest and newest[0].outcome is Outcome.FAILED:
             found.append(fire_json(newest[0]))
@@ -103,13 +104,13 @@ def failing(ctx: ApiServices) -> list[dict[str, Any]]:
 
 def late(ctx: ApiServices) -> list[dict[str, Any]]:
     """Occurrences claimed a while ago and still not launched, or still buffered."""
-    now = ctx.clock.now()
-    query = HistoryQuery(
-        outcomes=frozenset({Outcome.LAUNCHING, Outcome.BUFFERED}),
-        until=now - LATE_AFTER,
-        limit=SHOWN,
-    )
-    return [fire_json(record) for record in ctx.store.history(query)]
+    until = ctx.clock.now() - LATE_AFTER
+    found = []
+    for outcome in (Outcome.LAUNCHING, Outcome.BUFFERED):  # one each: the outcome index
+        query = HistoryQuery(outcomes=frozenset({outcome}), until=until, limit=SHOWN)
+        found += ctx.store.history(query)
+    found.sort(key=lambda record: record.occurrence_at, reverse=True)
+    return [fire_json(record) for record in found[:SHOWN]]
 
 
 def undelivered_alerts(ctx: ApiServices) -> list[dict[str, Any]]:
