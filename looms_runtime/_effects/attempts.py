@@ -1,9 +1,22 @@
 """Attempt directories: where a supervised command attempt leaves what it did.
 
-Each command attempt gets `ROOT/<run_id>/<effect>-<attempt>/` (the files are listed
-in `supervisor.py`). The directory is made with `mkdir`, which is the arbiter: of two
-processes that would start the same attempt (a zombie owner and its heir), only the
-one that made the directory starts it.
+Each command attempt gets `ROOT/<run_id>/<effect>-<attempt>/`. The directory is its
+lock: an `flock` on it, taken by the daemon before the supervisor hears of the
+attempt and passed to the supervisor and the command, so a free lock proves that
+neither still runs. It holds two files, each written once:
+
+- `spawned`: created just before the command is started, so its absence proves that
+  the command never ran; once it runs, it holds the supervisor's and the command's
+  pids (`{"supervisor_pid": .., "pid": .., "started_at": ..}`);
+- `result.json`: the outcome, written when the command ended. It is written in
+  place, not synced: a file cut short by a crash does not parse, and reads as no
+  outcome, which is what a crash before the write gives too.
+
+What to run (argv, environment, input) reaches the supervisor on its socket and is
+never written to disk. The root itself holds the host supervisor's socket, lock, pid
+and log (`supervisor.py`). The directory is made with `mkdir`, which is the arbiter:
+of two processes that would start the same attempt (a zombie owner and its heir),
+only the one that made the directory starts it.
 
 `probe` reads what an attempt left, and answers with certainty what can be known:
 
@@ -80,64 +93,63 @@ class AttemptTaken(Exception):  # noqa: N818 - a condition the caller expects, n
     """Another process made this attempt's directory first: it runs the attempt."""
 
 
+SPAWNED = "spawned"
+RESULT = "result.json"
+
+
 def claim(path: Path, *, restart: bool = False) -> int:
-    """Make the attempt's directory and take its lock; returns the locked descriptor.
+    """Make the attempt's directory and lock it; returns the locked descriptor.
 
     With `restart`, a directory left by an owner that never started the command
-    (no `spawned` marker, lock free) is taken over and emptied.
+    (no `spawned` marker, lock free) is taken over.
 
     Raises:
         AttemptTaken: another process starts (or started) this attempt.
         OSError: the directory cannot be made (disk full, permissions).
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
     try:
         path.mkdir(mode=0o700)
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return claim(path, restart=restart)
     except FileExistsError:
         if not restart:
             raise AttemptTaken(str(path)) from None
-    fd = os.open(path / "lock", os.O_RDWR | os.O_CREAT, 0o600)
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         os.close(fd)
         raise AttemptTaken(str(path)) from None
-    if (path / "spawned").exists() or (path / "result.json").exists():
+    if restart and (
+        _legacy_lock_held(path) or (path / SPAWNED).exists() or (path / RESULT).exists()
+    ):
         os.close(fd)
         raise AttemptTaken(str(path))
-    for leftover in ("spec.json", "status.json", "supervisor.pid", "cancel.json", "supervisor.log"):
-        with contextlib.suppress(FileNotFoundError):
-            (path / leftover).unlink()
     return fd
-
-
-def write_spec(path: Path, spec: dict[str, Any]) -> None:
-    # 0600: the spec holds the step's environment, which may hold secrets.
-    fd = os.open(path / "spec.json", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as stream:
-        json.dump(spec, stream)
 
 
 def read_result(path: Path) -> dict[str, Any] | None:
     try:
-        found: dict[str, Any] = json.loads((path / "result.json").read_text())
+        found: Any = json.loads((path / RESULT).read_bytes())
     except (OSError, ValueError):
         return None
-    return found
+    return found if isinstance(found, dict) else None
 
 
 def supervisor_pid(path: Path) -> int | None:
-    """The pid the attempt's supervisor recorded, if it got that far."""
-    with contextlib.suppress(OSError, ValueError):
-        return int((path / "supervisor.pid").read_text())
+    """The pid of the supervisor that started the attempt's command, if it got that far."""
+    for name in (SPAWNED, "status.json"):
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+            return int(json.loads((path / name).read_bytes())["supervisor_pid"])
     return None
 
 
 def lock_held(path: Path) -> bool:
-    """Whether some process (a supervisor, or the command it started) holds the lock."""
+    """Whether some process (the supervisor, or the command it started) holds the lock."""
     try:
-        fd = os.open(path / "lock", os.O_RDWR)
-    except FileNotFoundError:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError):
         return False
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -145,6 +157,21 @@ def lock_held(path: Path) -> bool:
         return True
     finally:
         os.close(fd)  # closing our own description releases a lock we took
+    return _legacy_lock_held(path)
+
+
+def _legacy_lock_held(path: Path) -> bool:
+    """The lock file of an attempt started by an earlier version (across an upgrade)."""
+    try:
+        fd = os.open(path / "lock", os.O_RDWR | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
     return False
 
 
@@ -170,7 +197,7 @@ def probe(marker: dict[str, Any] | None, path: Path, *, boot: str) -> Probe:
     result = read_result(path)  # the supervisor may have finished meanwhile
     if result is not None:
         return Finished(result)
-    if not (path / "spawned").exists():
+    if not (path / SPAWNED).exists():
         return NeverStarted()
     return Unknown("its supervisor stopped before it recorded an outcome")
 
@@ -178,6 +205,14 @@ def probe(marker: dict[str, Any] | None, path: Path, *, boot: str) -> Probe:
 def discard(path: Path) -> None:
     """Remove an attempt's directory once its outcome is durable elsewhere (and the
     run's directory when it is left empty)."""
-    shutil.rmtree(path, ignore_errors=True)
+    for name in (SPAWNED, RESULT):
+        with contextlib.suppress(FileNotFoundError):
+            (path / name).unlink()
+    try:
+        path.rmdir()
+    except FileNotFoundError:
+        pass
+    except OSError:
+        shutil.rmtree(path, ignore_errors=True)  # an earlier version's files, or strays
     with contextlib.suppress(OSError):
         path.parent.rmdir()

@@ -1,23 +1,21 @@
-"""Command steps: each attempt runs under a supervisor process that outlives the daemon.
+"""Command steps: each attempt runs under the host's supervisor, which outlives the daemon.
 
-The daemon makes the attempt's directory, takes its lock, writes what to run and
-starts `supervisor.py`, which starts the command (argv, no shell, a session of its
+The daemon makes the attempt's directory, takes its lock and hands the attempt (what
+to run, and the locked descriptor) to the host's supervisor (`supervisor.py`,
+one long-lived process per attempts root, reached and started by
+`supervisor_client`), which starts the command (argv, no shell, a session of its
 own so SIGTERM and SIGKILL reach its whole process group), enforces the timeout and
-writes the outcome. The daemon's side only waits: for the supervisor to exit (a
-pidfd), for a cancel (forwarded as `cancel.json` plus SIGTERM), or for the runtime to
-close, which detaches the wait and leaves the attempt running for the next daemon
-on this host to adopt (`adopt`).
+writes the outcome. The daemon's side only waits on its connection: for the
+supervisor's `done`, for a cancel (forwarded on the same connection), or for the
+runtime to close, which detaches the wait and leaves the attempt running for the
+next runtime on this host to adopt (`adopt`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import selectors
-import signal
-import subprocess
-import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -25,10 +23,9 @@ from typing import Any
 from looms_runtime._cancel import CancelToken
 from looms_runtime._effects import attempts
 from looms_runtime._effects.context import EffectContext
+from looms_runtime._effects.supervisor_client import Channel, Supervisor, SupervisorUnavailable
 from looms_runtime._history.definitions import CommandStep
 from looms_runtime._history.outcome import EffectResult
-
-SUPERVISOR = Path(__file__).with_name("supervisor.py")
 
 TIMEOUT_KILL_GRACE_S = 5.0
 """After a timeout's SIGTERM, how long the command has to exit before SIGKILL."""
@@ -39,6 +36,10 @@ variable); the input is always on stdin."""
 
 LOCK_POLL_S = 0.5
 """How often an attempt whose supervisor is gone is looked at until its command ends."""
+
+HAND_OVER_TRIES = 3
+"""Connections tried for one attempt: a supervisor that was exiting as it was reached
+closes the connection unanswered, and the next try starts a new one."""
 
 
 class Detached(Exception):  # noqa: N818 - a way out of a wait, not a failure
@@ -67,9 +68,10 @@ def run_command(
     timeout_s: float | None,
     path: Path,
     detach: threading.Event,
+    supervisor: Supervisor,
     restart: bool = False,
 ) -> EffectResult:
-    """Start one attempt under its supervisor and wait for its outcome.
+    """Hand one attempt to the host's supervisor and wait for its outcome.
 
     `restart` starts an attempt a previous owner dispatched but provably never
     started (its directory may exist, without a `spawned` marker).
@@ -88,25 +90,41 @@ def run_command(
     except OSError as exc:
         return EffectResult(**ids, ok=False, error=f"cannot prepare the attempt: {exc}")
     try:
-        attempts.write_spec(path, _spec(step, ctx, timeout_s))
-        with (path / "supervisor.log").open("wb") as log_file:
-            # The first process forks the supervisor away and exits at once.
-            subprocess.run(  # noqa: S603 - our own script, by absolute path
-                [sys.executable, "-I", str(SUPERVISOR), str(path), str(lock_fd)],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=log_file,
-                pass_fds=(lock_fd,),
-                start_new_session=True,
-                check=True,
-            )
-    except (OSError, subprocess.CalledProcessError) as exc:
+        channel = _hand_over(supervisor, path, lock_fd, _spec(step, ctx, timeout_s))
+    except (OSError, SupervisorUnavailable) as exc:
         # No `spawned` marker: the command never ran, and the next owner would know.
         return EffectResult(**ids, ok=False, error=f"cannot start the step's supervisor: {exc}")
     finally:
         os.close(lock_fd)  # the supervisor holds the same lock from here on
     token.detachable = True
-    return _outcome(path, ids, _wait(path, attempts.supervisor_pid(path), token, detach))
+    return _outcome(path, ids, _wait(path, channel, token, detach))
+
+
+def _hand_over(
+    supervisor: Supervisor, path: Path, lock_fd: int, spec: dict[str, Any]
+) -> Channel | None:
+    """Pass the attempt to the supervisor; its connection, or None when the supervisor
+    took it and died at once (the command may run: its lock says until when).
+
+    Raises:
+        SupervisorUnavailable: none could take it, and no command was started.
+    """
+    for _ in range(HAND_OVER_TRIES):
+        channel = supervisor.connect()
+        assert channel is not None  # noqa: S101 - connect starts one or raises
+        try:
+            channel.send({"op": "run", "path": str(path), "spec": spec}, fds=(lock_fd,))
+            reply = channel.receive()
+        except OSError:
+            reply = None
+        if reply is not None and reply.get("op") == "started":
+            return channel
+        channel.close()
+        if reply is not None:
+            raise SupervisorUnavailable(str(reply.get("error") or reply))
+        if (path / "spawned").exists():
+            return None
+    raise SupervisorUnavailable(f"the supervisor on {supervisor.root} closed every connection")
 
 
 def adopt(
@@ -114,25 +132,36 @@ def adopt(
     ids: dict[str, Any],
     token: CancelToken,
     *,
-    supervisor_pid: int | None,
     detach: threading.Event,
+    supervisor: Supervisor,
 ) -> EffectResult:
-    """Wait for an attempt a previous runtime started (its supervisor is not our child).
+    """Wait for an attempt a previous runtime started (the host's supervisor runs it).
 
     Raises:
         Detached: the runtime closed first; the attempt runs on.
     """
     token.detachable = True
-    pid = supervisor_pid or attempts.supervisor_pid(path)
-    pid = pid if pid and _is_supervisor_of(pid, path) else None
-    return _outcome(path, ids, _wait(path, pid, token, detach))
+    channel = None
+    with contextlib.suppress(OSError, SupervisorUnavailable):
+        channel = supervisor.connect(start=False)
+    if channel is not None:
+        try:
+            channel.send({"op": "watch", "path": str(path)})
+            reply = channel.receive()
+        except OSError:
+            reply = None
+        if reply is None or reply.get("op") != "watching":
+            channel.close()
+            channel = None
+    return _outcome(path, ids, _wait(path, channel, token, detach))
 
 
 def _spec(step: CommandStep, ctx: EffectContext, timeout_s: float | None) -> dict[str, Any]:
     return {
         "argv": list(step.argv),
         "env": command_env(step, ctx),
-        "cwd": step.cwd,
+        # The supervisor runs in `/`: a step without a directory runs in the daemon's.
+        "cwd": step.cwd or str(Path.cwd()),
         "input": ctx.input_json,
         "timeout_s": timeout_s,
         "kill_grace_s": TIMEOUT_KILL_GRACE_S,
@@ -140,57 +169,44 @@ def _spec(step: CommandStep, ctx: EffectContext, timeout_s: float | None) -> dic
     }
 
 
-def _wait(path: Path, pid: int | None, token: CancelToken, detach: threading.Event) -> bool:
-    """Wait until the attempt ends; True when its supervisor was seen to exit."""
-    pidfd = None
-    if pid is not None:
-        with contextlib.suppress(ProcessLookupError, OSError):
-            pidfd = os.pidfd_open(pid)
-    if pid is None or pidfd is None:
-        _wait_for_lock(path, token, detach)
+def _wait(path: Path, channel: Channel | None, token: CancelToken, detach: threading.Event) -> bool:
+    """Wait until the attempt ends; True when its supervisor said it recorded the outcome."""
+    if channel is None:
+        _wait_for_lock(path, detach)
         return False
     selector = selectors.DefaultSelector()
     try:
-        selector.register(pidfd, selectors.EVENT_READ, "exit")
+        selector.register(channel, selectors.EVENT_READ, "supervisor")
         selector.register(token.fileno(), selectors.EVENT_READ, "cancel")
-        forwarded = False
         while True:
             if detach.is_set():
                 raise Detached(str(path))
-            for key, _ in selector.select(LOCK_POLL_S):
-                if key.data == "exit":
-                    return True
-                if not forwarded:
-                    forwarded = True
-                    _forward_cancel(path, pid, token.grace_s)
+            # `done` may have come in the same read as `started`: no select for it.
+            if not channel.buffered:
+                ready = {key.data for key, _ in selector.select(LOCK_POLL_S)}
+                if "cancel" in ready:
+                    selector.unregister(token.fileno())
+                    with contextlib.suppress(OSError):
+                        channel.send({"op": "cancel", "grace_s": token.grace_s})
+                if "supervisor" not in ready:
+                    continue
+            reply = channel.receive()
+            if reply is not None and reply.get("op") == "done":
+                return True
+            # The supervisor died (or lost the attempt): the command may live on.
+            _wait_for_lock(path, detach)
+            return False
     finally:
         selector.close()
-        os.close(pidfd)
+        channel.close()
 
 
-def _wait_for_lock(path: Path, token: CancelToken, detach: threading.Event) -> None:
+def _wait_for_lock(path: Path, detach: threading.Event) -> None:
     """The supervisor is gone but its command may live on: wait while the lock is held."""
     while attempts.lock_held(path):
-        if detach.is_set():
+        # Not the token's wait: once cancelled, it would return at once, every time.
+        if detach.wait(LOCK_POLL_S):
             raise Detached(str(path))
-        token.wait(LOCK_POLL_S)
-
-
-def _forward_cancel(path: Path, pid: int, grace_s: float) -> None:
-    with contextlib.suppress(OSError):
-        (path / ".cancel.json.tmp").write_text(json.dumps({"grace_s": grace_s}))
-        (path / ".cancel.json.tmp").replace(path / "cancel.json")
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.kill(pid, signal.SIGTERM)
-
-
-def _is_supervisor_of(pid: int, path: Path) -> bool:
-    """Whether `pid` is still the supervisor of this attempt (not a reused pid)."""
-    try:
-        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return False
-    return str(path).encode() in argv and str(SUPERVISOR).encode() in argv
 
 
 def _outcome(path: Path, ids: dict[str, Any], exited: bool) -> EffectResult:

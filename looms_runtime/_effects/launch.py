@@ -1,6 +1,6 @@
 """Starts effect attempts (and Python flow sessions) on their own threads.
 
-Command attempts run under supervisor processes (see `command.py`) with their
+Command attempts run under the host's supervisor (see `command.py`) with their
 directories under the runner's `Home`; the runner also answers what an attempt
 dispatched by an earlier owner did (`probe`) and adopts one still running.
 """
@@ -23,6 +23,7 @@ from looms_runtime._effects.command import Detached, adopt, run_command
 from looms_runtime._effects.context import EffectContext
 from looms_runtime._effects.http import HttpLoop
 from looms_runtime._effects.python import run_python
+from looms_runtime._effects.supervisor_client import Supervisor
 from looms_runtime._history.definitions import CommandStep, EffectStep, HttpStep, PythonStep
 from looms_runtime._history.outcome import EffectResult
 from looms_runtime._workers.pool import ThreadPool
@@ -39,6 +40,7 @@ class EffectRunner:
         self._http = HttpLoop()
         self._root = attempts_dir
         self._root_made = False
+        self._supervisor: Supervisor | None = None
         self._boot = boot_id()
         self._detach = threading.Event()
         self._lock = threading.Lock()
@@ -58,6 +60,15 @@ class EffectRunner:
                 self._root.mkdir(parents=True, exist_ok=True, mode=0o700)
                 self._root_made = True
             return attempts.Home(root=self._root, boot=self._boot)
+
+    @property
+    def supervisor(self) -> Supervisor:
+        """The host's supervisor of this runtime's attempts root (started when first used)."""
+        root = self.home.root
+        with self._lock:
+            if self._supervisor is None:
+                self._supervisor = Supervisor(root)
+            return self._supervisor
 
     def launch(
         self,
@@ -91,15 +102,11 @@ class EffectRunner:
         path: Path,
         ids: Mapping[str, Any],
         on_done: Callable[[EffectResult], None],
-        *,
-        supervisor_pid: int | None,
     ) -> CancelToken:
         """Wait for a command attempt a previous owner started and that still runs."""
         token = CancelToken()
         self._submit(
-            lambda: adopt(
-                path, dict(ids), token, supervisor_pid=supervisor_pid, detach=self._detach
-            ),
+            lambda: adopt(path, dict(ids), token, detach=self._detach, supervisor=self.supervisor),
             ids,
             token,
             on_done,
@@ -186,6 +193,7 @@ class EffectRunner:
                 timeout_s=timeout_s,
                 path=path,
                 detach=self._detach,
+                supervisor=self.supervisor,
                 restart=restart,
             )
         if isinstance(step, PythonStep):
@@ -200,4 +208,8 @@ class EffectRunner:
         self._detach.set()
         done = self._pool.shutdown(timeout_s)
         self._http.close(timeout_s)
+        with self._lock:
+            supervisor = self._supervisor
+        if supervisor is not None:
+            supervisor.close()
         return done

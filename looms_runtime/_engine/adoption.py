@@ -95,7 +95,7 @@ def reattach(
             assert path is not None  # noqa: S101 - Running needs a directory
             with bound:
                 log.info("effect_adopted", supervisor_pid=found.supervisor_pid)
-            token = runner.adopt(path, ids, on_done, supervisor_pid=found.supervisor_pid)
+            token = runner.adopt(path, ids, on_done)
             slot.attempts[effect.effect_id] = Attempt(token, path)
         elif isinstance(found, attempts.NeverStarted):
             assert path is not None  # noqa: S101 - NeverStarted needs a directory

@@ -85,7 +85,8 @@ class Crash:
     attempts: Path
 
     def supervisors(self) -> list[dict[str, Any]]:
-        return [json.loads(p.read_text()) for p in self.attempts.glob("*/*/status.json")]
+        found = [p.read_text() for p in self.attempts.glob("*/*/spawned")]
+        return [json.loads(text) for text in found if text]
 
     def kill_supervisors(self) -> None:
         """Kill the supervisors and their commands, as a reboot would."""

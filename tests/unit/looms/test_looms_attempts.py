@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 from pathlib import Path
@@ -54,8 +55,7 @@ def test_a_recorded_outcome_is_finished_whoever_asks(home: attempts.Home, path: 
 def test_a_held_lock_means_the_attempt_still_runs(home: attempts.Home, path: Path) -> None:
     fd = attempts.claim(path)  # held, as by a live supervisor
     try:
-        (path / "spawned").touch()
-        (path / "supervisor.pid").write_text("4242")
+        (path / "spawned").write_text(json.dumps({"supervisor_pid": 4242, "pid": 4243}))
 
         assert probe(home, path) == attempts.Running(4242)
     finally:
@@ -99,14 +99,36 @@ def test_only_one_process_claims_an_attempt(path: Path) -> None:
 
 def test_a_restart_takes_over_a_directory_left_before_the_spawn(path: Path) -> None:
     os.close(attempts.claim(path))
-    (path / "spec.json").write_text("{}")
 
     fd = attempts.claim(path, restart=True)
     try:
-        assert not (path / "spec.json").exists()
         assert attempts.lock_held(path)
     finally:
         os.close(fd)
+    assert not attempts.lock_held(path)
+
+
+def test_the_lock_file_of_an_earlier_version_still_counts(path: Path) -> None:
+    os.close(attempts.claim(path))
+    legacy = os.open(path / "lock", os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(legacy, fcntl.LOCK_EX)  # a supervisor of the version before runs it
+    try:
+        assert attempts.lock_held(path)
+        with pytest.raises(attempts.AttemptTaken):
+            attempts.claim(path, restart=True)
+    finally:
+        os.close(legacy)
+    assert not attempts.lock_held(path)
+
+
+def test_discarding_removes_the_attempt_and_its_empty_run_directory(path: Path) -> None:
+    os.close(attempts.claim(path))
+    (path / "spawned").write_text("{}")
+    (path / "result.json").write_text("{}")
+
+    attempts.discard(path)
+
+    assert not path.parent.exists()
 
 
 def test_a_restart_never_takes_an_attempt_that_was_spawned(path: Path) -> None:
