@@ -3,6 +3,7 @@
 The same scenarios as tests/faults (the CI runs them for seconds), for minutes:
 
     .venv/bin/python bench/faults.py --scenario kill9 --minutes 5
+    .venv/bin/python bench/faults.py --scenario kill9 --minutes 2 --storm 20   # 40 steps/s
     .venv/bin/python bench/faults.py --scenario sigterm --minutes 3
     .venv/bin/python bench/faults.py --scenario three_daemons --minutes 5
     .venv/bin/python bench/faults.py --scenario pg_restart --minutes 3 --cluster 15/main
@@ -39,7 +40,13 @@ def params(args: argparse.Namespace) -> dict[str, Any]:
     if args.seed is not None and args.scenario in {"kill9", "sigterm", "three_daemons"}:
         given["seed"] = args.seed
     if args.scenario == "kill9":
-        given.update(seconds=seconds, backend=args.backend, burst=args.burst, settle_s=args.settle)
+        given.update(
+            seconds=seconds,
+            backend=args.backend,
+            burst=args.burst,
+            storm=args.storm,
+            settle_s=args.settle,
+        )
     elif args.scenario == "three_daemons":
         given.update(seconds=seconds, settle_s=args.settle)
     elif args.scenario == "sigterm":
@@ -80,6 +87,12 @@ def main() -> int:
     parser.add_argument("--seed", type=int)
     parser.add_argument("--settle", type=float, default=20.0, help="settling bound, seconds")
     parser.add_argument("--burst", type=int, default=3, help="kill9: extra every-second triggers")
+    parser.add_argument(
+        "--storm",
+        type=int,
+        default=0,
+        help="kill9: that many every-second triggers of two command steps each, instead",
+    )
     parser.add_argument("--step", type=float, default=22.0, help="sigterm: long step, seconds")
     parser.add_argument("--restarts", type=int, default=3, help="pg_restart: server restarts")
     parser.add_argument("--cluster", default="15/main", help="pg_restart: VERSION/NAME")

@@ -91,6 +91,8 @@ def run(args: argparse.Namespace) -> dict[str, object]:
             "PYTHONPATH": str(ROOT),
         }
     )
+    if args.worker_processes is not None:
+        env["TRIGGERS_WORKER_PROCESSES"] = str(args.worker_processes)
     log = (workdir / "daemon.log").open("w")
     daemons = [
         subprocess.Popen(
@@ -138,6 +140,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         "outcomes": dict(
             sorted({o: sum(1 for r in rows if r[2] == o) for o in {r[2] for r in rows}}.items())
         ),
+        "worker_processes": args.worker_processes,
         "cpu_percent_of_core": round(100 * cpu_used / (window_end - window_start), 1),
         "rss_mb": round(memory, 1),
     }
@@ -208,6 +211,11 @@ def main() -> None:
     parser.add_argument("--database-url")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
     parser.add_argument("--step", choices=["python", "none"], default="python")
+    parser.add_argument(
+        "--worker-processes",
+        type=int,
+        help="TRIGGERS_WORKER_PROCESSES for the daemon (default: its own, one per core)",
+    )
     parser.add_argument("--peers", action="store_true", help="also run APScheduler alike")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()

@@ -13,6 +13,7 @@ from sqlalchemy.engine import Connection
 
 from looms_runtime._clock import duration_ms, monotonic, to_ms, utc_now
 from looms_runtime._effects.launch import EffectRunner
+from looms_runtime._effects.workers import WorkerLimits
 from looms_runtime._engine.drive import Engine
 from looms_runtime._engine.jobs import EngineConfig
 from looms_runtime._engine.maintenance import Maintenance, Retention
@@ -76,6 +77,13 @@ class Runtime(RuntimeRequests):
         log_attributes: names of run attributes (`StartRequest.attributes`) bound to
             every log line about the run, next to its `run_id`: a host that starts
             runs for its own entities (a scheduler's `trigger_id`) finds them by it.
+        worker_processes: run Python steps and Python flows' sessions in this many
+            worker processes (started when first needed, kept warm, replaced when one
+            dies), so that their code never runs in this process; 0: on this
+            process's own threads.
+        worker_max_rss_bytes: a worker whose resident memory passed this after a task
+            is replaced (None: never for that).
+        worker_max_tasks: a worker that ran this many tasks is replaced (None: never).
     """
 
     def __init__(
@@ -97,9 +105,14 @@ class Runtime(RuntimeRequests):
         attempts_dir: Path | str | None = None,
         transition_hook: TransitionHook | None = None,
         log_attributes: Sequence[str] = (),
+        worker_processes: int = 0,
+        worker_max_rss_bytes: int | None = None,
+        worker_max_tasks: int | None = None,
     ) -> None:
         if not owner:
             raise ValueError("owner must be a non-empty string")
+        if worker_processes < 0:
+            raise ValueError("worker_processes must be 0 (threads) or more")
         if workers < 1 or max_pending_operations < 1 or lease <= timedelta(0):
             raise ValueError("workers, max_pending_operations and lease must be positive")
         self._db = db
@@ -111,8 +124,17 @@ class Runtime(RuntimeRequests):
             ThreadPool("looms-worker", workers), max_pending=max_pending_operations
         )
         self._timers = TimerQueue(self._now_ms, lambda run_id: self._actors.submit(run_id, DRIVE))
+        limits = None
+        if worker_processes:
+            limits = WorkerLimits(
+                processes=worker_processes,
+                max_rss_bytes=worker_max_rss_bytes,
+                max_tasks=worker_max_tasks,
+            )
         self._runner = EffectRunner(
-            attempts_dir=None if attempts_dir is None else Path(attempts_dir)
+            attempts_dir=None if attempts_dir is None else Path(attempts_dir),
+            workers=limits,
+            clock_ms=self._now_ms,
         )
         self._waiters = SettleWaiters()
         self._state = "new"
@@ -222,6 +244,13 @@ class Runtime(RuntimeRequests):
             # Handing the lease back lets another daemon resume our runs without waiting.
             self._maintenance.release()
         log.info("runtime_closed", owner=self._owner)
+
+    def refresh_workers(self) -> bool:
+        """Replace the worker processes when a module one of them imported changed on
+        disk (call it after new code was deployed, as a reload does); True when they
+        were replaced. Tasks running now finish in their worker first."""
+        workers = self._runner.workers
+        return workers.refresh() if workers is not None else False
 
     def register_flow(self, name: str, definition: Mapping[str, Any]) -> str:
         """Store a flow definition under its version (idempotent) and return the version.

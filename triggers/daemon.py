@@ -98,6 +98,10 @@ def open_backend(
         clock=clock.now,
         env_prefix="TRIGGERS_",
         workers=settings.workers,
+        # Python steps and flows run outside the daemon: its claims never wait on them.
+        worker_processes=settings.worker_processes if daemon else 0,
+        worker_max_rss_bytes=settings.worker_max_rss,
+        worker_max_tasks=settings.worker_max_tasks,
         lease=settings.owner_lease,
         on_settled=runner.notify,
         transition_hook=runner.record_changes,
@@ -261,6 +265,8 @@ class Daemon:
                 self._reload.clear()
                 self._notifier.reloading()
                 self._apply(backend, initial=False)
+                # New code deployed with the file: the workers import it afresh.
+                backend.runtime.refresh_workers()
                 if self._api is not None:
                     self._api.reload_tokens()
                 ticks = scheduler.progress.ticks

@@ -15,7 +15,14 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import platformdirs
-from pydantic import AfterValidator, BeforeValidator, Field, SecretStr, ValidationError
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    ByteSize,
+    Field,
+    SecretStr,
+    ValidationError,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from triggers.addresses import parse_address
@@ -78,7 +85,13 @@ class Settings(BaseSettings):
     concurrency: int = Field(default=_scheduler_default("concurrency"), ge=1, le=256)
     """Launch and inspection calls in flight at once."""
     workers: int = Field(default=16, ge=1, le=1024)
-    """Runtime worker threads (steps executing at once)."""
+    """Runtime worker threads (the threads that drive runs)."""
+    worker_processes: int = Field(default_factory=lambda: os.cpu_count() or 1, ge=0, le=256)
+    """Worker processes Python steps and Python flows run in; 0: the daemon's own threads."""
+    worker_max_rss: ByteSize | None = None
+    """A worker process whose resident memory passed this after a task is replaced."""
+    worker_max_tasks: int | None = Field(default=None, ge=1)
+    """A worker process that ran this many tasks (steps, flow sessions) is replaced."""
     poll_interval: Duration = _scheduler_default("poll_interval")
     """Longest sleep between ticks, to see other daemons' and operators' changes."""
     fire_retention: Duration = _scheduler_default("fire_retention")

@@ -24,6 +24,7 @@ from looms_runtime._effects.context import EffectContext
 from looms_runtime._effects.http import HttpLoop
 from looms_runtime._effects.python import run_python
 from looms_runtime._effects.supervisor_client import Supervisor
+from looms_runtime._effects.workers import StepCall, WorkerLimits, WorkerPool
 from looms_runtime._history.definitions import CommandStep, EffectStep, HttpStep, PythonStep
 from looms_runtime._history.outcome import EffectResult
 from looms_runtime._workers.pool import ThreadPool
@@ -35,8 +36,20 @@ log = structlog.get_logger()
 class EffectRunner:
     """Runs attempts outside the runs' actors: a long command holds no run worker."""
 
-    def __init__(self, *, attempts_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        attempts_dir: Path | None = None,
+        workers: WorkerLimits | None = None,
+        clock_ms: Callable[[], int] | None = None,
+    ) -> None:
         self._pool = ThreadPool("looms-effect", None)
+        self.workers: WorkerPool | None = None
+        """Where Python steps and flow sessions run; None: on this process's threads."""
+        if workers is not None:
+            if clock_ms is None:
+                raise ValueError("worker processes read the runtime's clock: give clock_ms")
+            self.workers = WorkerPool(workers, clock_ms=clock_ms)
         self._http = HttpLoop()
         self._root = attempts_dir
         self._root_made = False
@@ -88,6 +101,15 @@ class EffectRunner:
         owner dispatched but provably never started.
         """
         token = CancelToken()
+        if isinstance(step, PythonStep) and self.workers is not None:
+            # No effect thread: the pool's reader threads report the outcome.
+            call = StepCall(step=step, ctx=ctx, token=token, timeout_s=timeout_s, on_done=on_done)
+            steps: list[StepCall] | None = getattr(self._gathering, "steps", None)
+            if steps is not None:
+                steps.append(call)
+            else:
+                self.workers.start_steps([call])
+            return token
         where = path
         if where is None and isinstance(step, CommandStep):
             where = self.home.path(ctx.run_id, ctx.effect_id, ctx.attempt)
@@ -158,11 +180,16 @@ class EffectRunner:
             yield  # an outer block starts them
             return
         tasks: list[Callable[[], None]] = []
+        steps: list[StepCall] = []
         self._gathering.tasks = tasks
+        self._gathering.steps = steps
         try:
             yield
         finally:
             del self._gathering.tasks
+            del self._gathering.steps
+            if steps and self.workers is not None:
+                self.workers.start_steps(steps)
             try:
                 self._pool.submit_many(tasks)
             except RuntimeError:
@@ -208,6 +235,8 @@ class EffectRunner:
         self._detach.set()
         done = self._pool.shutdown(timeout_s)
         self._http.close(timeout_s)
+        if self.workers is not None:
+            self.workers.close()
         with self._lock:
             supervisor = self._supervisor
         if supervisor is not None:

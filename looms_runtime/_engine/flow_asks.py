@@ -62,6 +62,13 @@ class AskStop:
 
 
 @dataclass(frozen=True, slots=True)
+class AskCrashed:
+    """Not the session's: its worker process died (`error` says how) while it ran."""
+
+    error: str
+
+
+@dataclass(frozen=True, slots=True)
 class GroupSpec:
     """A `parallel` call as its log records it: its branches' names, in argument order."""
 
@@ -112,7 +119,7 @@ class GroupView:
     granted: Mapping[int, float | None] = field(default_factory=dict)
 
 
-Move: TypeAlias = AskDispatch | AskFailed | AskWait | AskFinish | AskStop | AskBranches
+Move: TypeAlias = AskDispatch | AskFailed | AskWait | AskFinish | AskStop | AskBranches | AskCrashed
 Reply: TypeAlias = tuple[str, Mapping[str, Any] | None]
 """`("go"|"raise"|"suspend"|"stop", detail)`: a dispatch's time limit, a failure to
 raise (its journal entry), or a `parallel` call's `{"view": GroupView}`."""

@@ -9,20 +9,31 @@ sent only once those events are durable (`answer`), so a step runs only after it
 The branches of a `parallel` call are effects the session runs at once: each is in
 `slot.flow_effects` from its dispatch's commit until the session reports it, so the
 planner never takes one of them for an attempt left in flight by a crash.
+
+With worker processes (`EffectRunner.workers`) the session runs in a worker: the
+flow function, its replay and its steps' calls are there, and each ask comes over
+the worker's socket to this same handler (`RemoteSession` stands for the session
+here). A worker that dies under a session is that session's crash (`AskCrashed`):
+the steps it had in flight are ambiguous (re-run when idempotent, else the run
+parks), as after a crash of the daemon; with none in flight, the flow runs again
+from its log, and fails after `MAX_FLOW_CRASHES` such crashes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import Future
+from typing import Any
 
 import structlog
 
+from looms_runtime._cancel import CancelToken
 from looms_runtime._canonical import canonical_json
 from looms_runtime._effects.launch import EffectRunner
 from looms_runtime._engine.attempts import attempt_limit_s
 from looms_runtime._engine.flow_asks import (
     AskBranches,
+    AskCrashed,
     AskDispatch,
     AskFailed,
     AskFinish,
@@ -34,11 +45,13 @@ from looms_runtime._engine.flow_asks import (
     Reply,
     effect_id_of,
 )
+from looms_runtime._engine.flow_asks import Move as AskMove
 from looms_runtime._engine.flow_branches import view_of
 from looms_runtime._engine.flow_session import FlowSession
 from looms_runtime._history.definitions import PythonFlow
 from looms_runtime._history.events import EventType, NewEvent, new_event
 from looms_runtime._history.fold import RunState, fold
+from looms_runtime._history.outcome import EffectResult
 from looms_runtime._history.planner import FlowDispatch, Move, late_outcome, outcome_events
 from looms_runtime._store.loading import LoadedRun
 from looms_runtime._workers.actors import Op, Slot
@@ -46,6 +59,17 @@ from looms_runtime._workers.actors import Op, Slot
 log = structlog.get_logger()
 
 STOP: Reply = ("stop", None)
+MAX_FLOW_CRASHES = 3
+"""Sessions of one run whose worker died in the flow's own code (no step in flight)
+before the run fails: such code would crash again at every replay."""
+
+
+class RemoteSession:
+    """A session that runs in a worker process, as its run's worker sees it."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        self.token = CancelToken()
 
 
 class FlowHost:
@@ -66,6 +90,9 @@ class FlowHost:
         """Start a session that runs the flow function from the top."""
         flow = run.flow
         assert isinstance(flow, PythonFlow)  # noqa: S101 - RunFlow is planned for these only
+        if self._runner.workers is not None:
+            self._launch_remote(slot, run, flow)
+            return
         run_id = run.header.run_id
         session = FlowSession(
             run_id=run_id,
@@ -84,6 +111,40 @@ class FlowHost:
         log.debug("flow_session_started", replaying=len(run.state.journal))
         self._runner.start(session.run)
 
+    def _launch_remote(self, slot: Slot, run: LoadedRun, flow: PythonFlow) -> None:
+        workers = self._runner.workers
+        assert workers is not None  # noqa: S101 - checked by `launch`
+        run_id = run.header.run_id
+        session = RemoteSession(run_id)
+        spec = {
+            "run_id": run_id,
+            "ref": flow.ref,
+            "input_json": canonical_json(run.header.input),
+            "journal": run.state.journal,
+            "frontier": frontier_of(run.state),
+            "flow_version": flow.version,
+            "group": open_group(run.state),
+        }
+        slot.flow = session
+        slot.flow_effects.clear()
+
+        def on_ask(
+            move: AskMove, outcome: EffectResult | None, values: tuple[NewEvent, ...], reply: Any
+        ) -> None:
+            if not self._submit(
+                run_id, Op("flow", ask=FlowAsk(session, move, outcome, values, reply))
+            ):
+                _resolve(reply, STOP)
+
+        def on_crash(error: str, outcome: EffectResult | None) -> None:
+            crashed = FlowAsk(session, AskCrashed(error), outcome, (), None)
+            self._submit(run_id, Op("flow", ask=crashed))
+
+        log.debug("flow_session_started", replaying=len(run.state.journal), worker=True)
+        self._runner.start(
+            lambda: workers.run_session(spec, session.token, on_ask=on_ask, on_crash=on_crash)
+        )
+
     def on_ask(
         self, slot: Slot, run: LoadedRun, state: RunState, ask: FlowAsk, *, closing: bool
     ) -> tuple[list[NewEvent], Move | None]:
@@ -101,6 +162,8 @@ class FlowHost:
         events.extend(ask.values)
         state = fold(events, state)
         move = ask.move
+        if isinstance(move, AskCrashed):
+            return [*events, *self._crashed(slot, run, state, move, now)], None
         if isinstance(move, AskBranches):
             more, dispatch = self._branches(slot, run, state, ask, move, now, closing=closing)
             return [*events, *more], dispatch
@@ -133,6 +196,34 @@ class FlowHost:
                 log.warning("flow_failed", error=move.error)
                 events.append(new_event(EventType.RUN_FAILED, error=move.error))
         return events, None
+
+    def _crashed(
+        self, slot: Slot, run: LoadedRun, state: RunState, move: AskCrashed, now: int
+    ) -> list[NewEvent]:
+        """The session's worker died: what it ran is ambiguous (see the module doc)."""
+        events: list[NewEvent] = []
+        for effect_id in sorted(slot.flow_effects):
+            effect = state.effects.get(effect_id)
+            if effect is None or effect.status != "dispatched":
+                continue
+            lost = EffectResult(
+                effect_id=effect_id,
+                attempt=effect.attempt,
+                ok=False,
+                error=move.error,
+                ambiguous=True,
+            )
+            recorded = outcome_events(state, run.flow, lost, now_ms=now)
+            events.extend(recorded)
+            state = fold(recorded, state)
+        if not events:
+            slot.flow_crashes += 1
+            log.warning("flow_session_crashed", error=move.error, crashes=slot.flow_crashes)
+            if slot.flow_crashes >= MAX_FLOW_CRASHES and not state.cancel_requested:
+                error = f"{move.error}, {slot.flow_crashes} times, in the flow's own code"
+                events.append(new_event(EventType.RUN_FAILED, error=error))
+        self.end(slot)
+        return events
 
     def refuse(self, ask: FlowAsk) -> None:
         """Answer `stop` to an ask nobody will act on (its run is gone, or failed to drive)."""

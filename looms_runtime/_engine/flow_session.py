@@ -77,6 +77,7 @@ class FlowSession:
         submit: Callable[[FlowAsk], bool],
         group: GroupView | None = None,
         spawn: Callable[[Callable[[], None]], None] | None = None,
+        on_outcome: Callable[[EffectResult], None] | None = None,
     ) -> None:
         self.run_id = run_id
         self.flow_version = flow_version
@@ -88,6 +89,7 @@ class FlowSession:
         self._frontier = frontier
         self._group = group
         self._spawn = spawn or _thread
+        self._on_outcome = on_outcome
         self._clock_ms = clock_ms
         self._submit = submit
         self._position = 0
@@ -167,6 +169,10 @@ class FlowSession:
         result = self._cancelled(result, self.token)
         if result.ok:
             self._outcome = result
+            if self._on_outcome is not None:
+                # Known at once where the session runs in a worker process: should it
+                # die before the next ask, the step's success is still recorded.
+                self._on_outcome(result)
             self._record({"kind": "step", "name": name, "ok": True, "output": result.output})
             return _copy(result.output)
         verb, failure = self.ask(AskFailed(result, retry))

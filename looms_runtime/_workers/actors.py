@@ -56,6 +56,7 @@ class Slot:
         "attempts",
         "discard",
         "flow",
+        "flow_crashes",
         "flow_effects",
         "log_fields",
         "ops",
@@ -78,6 +79,8 @@ class Slot:
         self.stash: list[Op] = []
         self.flow: Any = None
         """The run's live Python flow session, if any."""
+        self.flow_crashes = 0
+        """Sessions of the run whose worker process died with no step of theirs in flight."""
         self.flow_effects: set[str] = set()
         """The effects its session runs now (dispatched, outcome not yet asked): one
         step, or the branches of a `parallel` call."""

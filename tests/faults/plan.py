@@ -153,6 +153,23 @@ def mixed(*, long_s: float = 3.0, burst: int = 0) -> Plan:
     )
 
 
+def command_storm(*, triggers: int = 20, steps_per_run: int = 2, step_s: float = 0.1) -> Plan:
+    """Every-second triggers of several short command steps each: `triggers` times
+    `steps_per_run` command steps a second (20 x 2: 40 a second), for a kill storm."""
+    return Plan(
+        triggers=tuple(
+            TriggerSpec(
+                id=f"storm-{n:02d}",
+                every_s=1,
+                overlap="allow",
+                max_active=3,
+                steps=steps(*((f"s{k}", step_s, k % 2 == 1) for k in range(steps_per_run))),
+            )
+            for n in range(triggers)
+        )
+    )
+
+
 def long_steps(*, seconds: float) -> Plan:
     """Steps longer than the shutdown grace: what a SIGTERM must neither wait on nor orphan."""
     return Plan(

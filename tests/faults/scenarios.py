@@ -135,10 +135,14 @@ def kill9(
     settle_s: float = 20,
     moments: tuple[str, ...] = MOMENTS,
     burst: int = 0,
+    storm: int = 0,
     keep: bool = False,
 ) -> Json:
     """SIGKILL the daemon at random moments (mid-launch, between ticks, inside a step)
-    and restart it at once, until the triggers end."""
+    and restart it at once, until the triggers end.
+
+    `storm` > 0 runs `plans.command_storm` instead of the mixed plan: that many
+    every-second triggers of two short command steps each."""
     seed = random.randrange(1 << 30) if seed is None else seed
     rng = random.Random(seed)
     params = {
@@ -148,8 +152,10 @@ def kill9(
         "settle_s": settle_s,
         "moments": list(moments),
         "burst": burst,
+        "storm": storm,
     }
-    with Lab(plan=plans.mixed(burst=burst), backend_name=backend, keep=keep) as lab:
+    plan = plans.command_storm(triggers=storm) if storm else plans.mixed(burst=burst)
+    with Lab(plan=plan, backend_name=backend, keep=keep) as lab:
         lab.write_config(end_at=_end_at(seconds))
         lab.start(0)
         _kill_storm(lab, rng, slots=1, up_s=up_s, moments=moments)

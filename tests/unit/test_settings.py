@@ -121,3 +121,27 @@ def _read(setting: Callable[[], timedelta]) -> object:
         return setting()
     except ConfigError as err:
         return (str(err), err.details)
+
+
+def test_worker_settings_default_to_a_process_a_core_and_read_sizes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("os.cpu_count", lambda: 6)
+    assert Settings().worker_processes == 6
+    assert Settings().worker_max_rss is None
+
+    monkeypatch.setenv("TRIGGERS_WORKER_MAX_RSS", "512MiB")
+    monkeypatch.setenv("TRIGGERS_WORKER_PROCESSES", "0")
+    settings = load_settings()
+
+    assert settings.worker_max_rss == 512 << 20
+    assert settings.worker_processes == 0
+
+
+def test_a_worker_memory_limit_that_is_no_size_names_its_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("TRIGGERS_WORKER_MAX_RSS", "lots")
+
+    with pytest.raises(ConfigError, match="TRIGGERS_WORKER_MAX_RSS"):
+        load_settings()
