@@ -93,6 +93,10 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         result.update(
             step_start_ms_p50=pct(0.5), step_start_ms_p99=pct(0.99), step_start_ms_max=pct(1.0)
         )
+    # Punctuality: of every occurrence expected, the share started within 50 ms, 1 s.
+    expected = max(1, int(result["expected"]))  # type: ignore[call-overload]
+    result["within_50ms"] = round(sum(1 for v in ordered if v <= 50) / expected, 4)
+    result["within_1s"] = round(sum(1 for v in ordered if v <= 1000) / expected, 4)
     return result
 
 

@@ -55,7 +55,7 @@ def declarations(triggers: int, steps: int, kind: str = "command") -> str:
     lines = ["version: 1", "flows:", "  work:"]
     if steps:
         lines.append("    steps:")
-        step = "run: ['true']" if kind == "command" else "python: 'bench.steps:noop'"
+        step = "run: ['true']" if kind == "command" else "python: 'json:dumps'"
         lines += [f"      - {{id: s{n}, {step}}}" for n in range(steps)]
     else:
         lines.append("    steps: []")
@@ -172,7 +172,13 @@ def daemon_run(
     # The checkout's code, and `bench.steps` (this checkout's) for Python steps.
     env["PYTHONPATH"] = f"{checkout}{os.pathsep}{ROOT}"
     group = Cgroup(f"triggers-bench-{os.getpid()}-{time.monotonic_ns()}", args.cgroup)
-    argv = [sys.executable, "-c", "import sys; from triggers.cli import main; sys.exit(main())"]
+    # -P: no working directory in front of PYTHONPATH, which names the checkout.
+    argv = [
+        sys.executable,
+        "-P",
+        "-c",
+        "import sys; from triggers.cli import main; sys.exit(main())",
+    ]
     before_children = children_cpu_ns()
     with (workdir / "daemon.log").open("w") as log:
         daemon = subprocess.Popen(
@@ -180,6 +186,7 @@ def daemon_run(
             env=env,
             stderr=log,
             stdout=subprocess.DEVNULL,
+            cwd=workdir,
         )
     load_before = load_average()
     time.sleep(args.warmup)

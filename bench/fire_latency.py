@@ -7,10 +7,12 @@ SIGTERM, then reads the fire ledger. Two figures per fire: the launch (`launched
 minus the occurrence: the claim, the ledger row and the run start are committed by
 then) and the step start (the moment the step's function began, minus the
 occurrence: what a scheduler's users wait for, and what the peers' figures mean).
-Prints p50/p95/p99/max, how many of the expected fires ran, and the daemon's CPU
-and memory. `--peers` runs APScheduler 3 with the same job count afterwards, in the
-same invocation (memory store, and SQLAlchemy store on SQLite; see
-bench/apscheduler_peer.py), and prints its figures beside ours.
+Prints p50/p95/p99/max, how many of the expected fires ran, punctuality (the
+share of the expected fires whose step started within 50 ms and within 1 s of the
+occurrence), the load average, and the daemon's CPU (its worker processes' apart)
+and memory. `--peers` runs APScheduler 3 with the same job count
+afterwards, in the same invocation (memory store, and SQLAlchemy store on SQLite;
+see bench/apscheduler_peer.py), and prints its figures beside ours.
 
     .venv/bin/python bench/fire_latency.py --triggers 100 --seconds 30 --peers
     .venv/bin/python bench/fire_latency.py --triggers 1000 --seconds 30 --peers
@@ -61,6 +63,22 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / ticks
 
 
+def workers_cpu_seconds(pid: int) -> dict[int, float]:
+    """CPU of each worker process the daemon `pid` started (its Python steps' processes)."""
+    found = {}
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return found
+    for child in map(int, children):
+        try:
+            if b"worker_main" in Path(f"/proc/{child}/cmdline").read_bytes():
+                found[child] = cpu_seconds(child)
+        except OSError:
+            continue
+    return found
+
+
 def rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -104,12 +122,20 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         for _ in range(args.daemons)
     ]
     time.sleep(args.warmup)
+    load = [round(os.getloadavg()[0], 2)]
     cpu_start = sum(cpu_seconds(d.pid) for d in daemons)
+    workers_start = [workers_cpu_seconds(d.pid) for d in daemons]
     window_start = time.time()
     time.sleep(args.seconds)
     window_end = time.time()
     cpu_used = sum(cpu_seconds(d.pid) for d in daemons) - cpu_start
+    workers_used = sum(
+        cpu - before.get(pid, 0.0)
+        for d, before in zip(daemons, workers_start, strict=True)
+        for pid, cpu in workers_cpu_seconds(d.pid).items()
+    )
     memory = max(rss_mb(d.pid) for d in daemons)
+    load.append(round(os.getloadavg()[0], 2))
     for daemon in daemons:
         daemon.send_signal(signal.SIGTERM)
     for daemon in daemons:
@@ -141,7 +167,9 @@ def run(args: argparse.Namespace) -> dict[str, object]:
             sorted({o: sum(1 for r in rows if r[2] == o) for o in {r[2] for r in rows}}.items())
         ),
         "worker_processes": args.worker_processes,
+        "load_average": load,
         "cpu_percent_of_core": round(100 * cpu_used / (window_end - window_start), 1),
+        "workers_cpu_percent_of_core": round(100 * workers_used / (window_end - window_start), 1),
         "rss_mb": round(memory, 1),
     }
     if latencies:
@@ -157,6 +185,10 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     if args.step == "python":
         starts = [step_starts[r[3]] - r[0] for r in rows if r[3] in step_starts]
         result["steps_started"] = len(starts)
+        # Punctuality: of every occurrence expected, the share whose step started
+        # within 50 ms and within 1 s of it (a skipped or missed one counts as late).
+        result["within_50ms"] = round(sum(1 for v in starts if v <= 50) / max(1, expected), 4)
+        result["within_1s"] = round(sum(1 for v in starts if v <= 1000) / max(1, expected), 4)
         if starts:
             result.update(
                 {

@@ -145,6 +145,9 @@ class SqlClaimRows:
 
     def update_triggers(self, updates: Sequence[TriggerUpdate], now: datetime) -> None:
         at = to_ms(now)
+        if self._conn.dialect.name == "postgresql":
+            update_triggers_from_values(self._conn, updates, at)
+            return
         executemany(
             self._conn,
             _UPDATE_TRIGGER,
@@ -160,6 +163,38 @@ class SqlClaimRows:
                 for update in updates
             ],
         )
+
+
+_PG_UPDATE_TRIGGERS = """
+UPDATE triggers AS t SET active_count = v.active, buffered_count = v.buffered,
+    runs_launched = v.runs, watermark_at = v.watermark, open_range_id = NULL,
+    updated_at = %s::bigint
+FROM (VALUES {rows}) AS v(id, active, buffered, runs, watermark)
+WHERE t.id = v.id
+"""
+_PG_TRIGGER_ROW = "(%s, %s::integer, %s::integer, %s::integer, %s::bigint)"
+_PG_ROWS_A_STATEMENT = 1000
+
+
+def update_triggers_from_values(
+    conn: Connection, updates: Sequence[TriggerUpdate], now_ms: int
+) -> None:
+    """The claim's trigger rows in one `UPDATE ... FROM (VALUES ...)` a thousand rows
+    (PostgreSQL): one round trip and one plan, where a pipelined `executemany` runs a
+    statement per row."""
+    for start in range(0, len(updates), _PG_ROWS_A_STATEMENT):
+        part = updates[start : start + _PG_ROWS_A_STATEMENT]
+        params: list[Any] = [now_ms]
+        for update in part:
+            params += [
+                update.trigger_id,
+                update.active_count,
+                update.buffered_count,
+                update.runs_launched,
+                to_ms(update.watermark_at),
+            ]
+        sql = _PG_UPDATE_TRIGGERS.format(rows=", ".join([_PG_TRIGGER_ROW] * len(part)))
+        conn.exec_driver_sql(sql, tuple(params))
 
 
 def _driver_values(row: FireRow) -> tuple[Any, ...]:
