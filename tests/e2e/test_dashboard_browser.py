@@ -158,7 +158,10 @@ def test_a_read_only_token_finds_the_failing_trigger_and_reads_its_stderr(
         driver.get(f"{dashboard.url}/login")
         _by_id(driver, "token").send_keys("not-a-token-of-this-daemon")
         _by_id(driver, "sign-in").click()
-        assert "not one of" in _by_id(driver, "problem").text
+        problem = eventually(
+            lambda: _by_id(driver, "problem").text, timeout=30, what="the refusal"
+        )
+        assert "not one of" in problem
         _sign_in(driver, dashboard, READ_TOKEN, shot="login.png")
         assert "viewer (read only)" in _by_id(driver, "who").text
         screenshot(driver, dashboard.shots / "overview.png")
