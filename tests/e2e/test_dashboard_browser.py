@@ -158,9 +158,7 @@ def test_a_read_only_token_finds_the_failing_trigger_and_reads_its_stderr(
         driver.get(f"{dashboard.url}/login")
         _by_id(driver, "token").send_keys("not-a-token-of-this-daemon")
         _by_id(driver, "sign-in").click()
-        problem = eventually(
-            lambda: _by_id(driver, "problem").text, timeout=30, what="the refusal"
-        )
+        problem = eventually(lambda: _by_id(driver, "problem").text, timeout=30, what="the refusal")
         assert "not one of" in problem
         _sign_in(driver, dashboard, READ_TOKEN, shot="login.png")
         assert "viewer (read only)" in _by_id(driver, "who").text
