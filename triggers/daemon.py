@@ -38,7 +38,7 @@ from triggers.notify import Notifier, status_line
 from triggers.runner.looms import LoomsRunner
 from triggers.scheduler.engine import Scheduler
 from triggers.scheduler.health import summarize, trigger_gauges
-from triggers.settings import Settings
+from triggers.settings import Settings, step_environment
 from triggers.store import database as store_database
 from triggers.store.protocol import Heartbeat
 from triggers.store.sql import SqlTriggerStore
@@ -97,6 +97,8 @@ def open_backend(
         owner=owner,
         clock=clock.now,
         env_prefix="TRIGGERS_",
+        # Steps, the supervisor and the worker processes never see the daemon's settings.
+        step_environment=step_environment(os.environ),
         workers=settings.workers,
         # Python steps and flows run outside the daemon: its claims never wait on them.
         worker_processes=settings.worker_processes if daemon else 0,

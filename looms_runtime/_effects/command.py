@@ -17,6 +17,7 @@ import contextlib
 import os
 import selectors
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -46,9 +47,12 @@ class Detached(Exception):  # noqa: N818 - a way out of a wait, not a failure
     """The runtime closed while the attempt ran: it goes on, for the next runtime to adopt."""
 
 
-def command_env(step: CommandStep, ctx: EffectContext) -> dict[str, str]:
-    """The daemon's environment, then the step's, then the run's, then the runtime's own."""
-    env = dict(os.environ)
+def command_env(
+    step: CommandStep, ctx: EffectContext, base: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """`base` (the runtime's step environment; None: this process's), then the step's
+    `env`, then the run's, then the runtime's own variables."""
+    env = dict(os.environ if base is None else base)
     env.update(step.env)
     env.update(ctx.run_env)
     prefix = ctx.env_prefix
@@ -70,6 +74,7 @@ def run_command(
     detach: threading.Event,
     supervisor: Supervisor,
     restart: bool = False,
+    environment: Mapping[str, str] | None = None,
 ) -> EffectResult:
     """Hand one attempt to the host's supervisor and wait for its outcome.
 
@@ -90,7 +95,7 @@ def run_command(
     except OSError as exc:
         return EffectResult(**ids, ok=False, error=f"cannot prepare the attempt: {exc}")
     try:
-        channel = _hand_over(supervisor, path, lock_fd, _spec(step, ctx, timeout_s))
+        channel = _hand_over(supervisor, path, lock_fd, _spec(step, ctx, timeout_s, environment))
     except (OSError, SupervisorUnavailable) as exc:
         # No `spawned` marker: the command never ran, and the next owner would know.
         return EffectResult(**ids, ok=False, error=f"cannot start the step's supervisor: {exc}")
@@ -156,10 +161,15 @@ def adopt(
     return _outcome(path, ids, _wait(path, channel, token, detach))
 
 
-def _spec(step: CommandStep, ctx: EffectContext, timeout_s: float | None) -> dict[str, Any]:
+def _spec(
+    step: CommandStep,
+    ctx: EffectContext,
+    timeout_s: float | None,
+    environment: Mapping[str, str] | None,
+) -> dict[str, Any]:
     return {
         "argv": list(step.argv),
-        "env": command_env(step, ctx),
+        "env": command_env(step, ctx, environment),
         # The supervisor runs in `/`: a step without a directory runs in the daemon's.
         "cwd": step.cwd or str(Path.cwd()),
         "input": ctx.input_json,
