@@ -81,6 +81,9 @@ def test_queries_answer_the_documents_of_the_cli(api: Api) -> None:
         {"occurrence": "2026-03-30T00:30:00.000Z", "local": "2026-03-30T02:30:00+02:00"},
     ]
     assert [u["dst"] is not None for u in upcoming] == [True, False]  # 02:30 did not exist
+    far = api.reader.get("/triggers/nightly/next", params={"after": "9999-12-31T23:59:59Z"})
+    assert far.status_code == 400, far.text  # it was a 500 (OverflowError)
+    assert "out of range" in far.json()["error"]["message"]
 
     api.post("/triggers/nightly/fire", {"key": "one"})
     rows = [fire_json(r) for r in store.history(HistoryQuery(limit=10))]
