@@ -32,6 +32,7 @@ from triggers.actions import local_actor
 from triggers.clock import Clock, SystemClock
 from triggers.declarations import parse_declarations, read_declarations_text, text_digest
 from triggers.errors import ConfigError, DeclarationError, StoreError
+from triggers.file_modes import private_directory
 from triggers.inspection import process_gone
 from triggers.metrics import Metrics
 from triggers.notify import Notifier, status_line
@@ -88,6 +89,13 @@ def open_backend(
     The runtime records every instant on `clock` (default: the system clock), the
     clock the caller's scheduler runs on: one clock per process.
     """
+    attempts_dir = None
+    if daemon:
+        # Command attempts' records are trusted: no other user may write beside them.
+        state = settings.resolved_state_directory()
+        private_directory(state, what="state directory")
+        attempts_dir = state / "attempts"
+        private_directory(attempts_dir, what="attempts directory")
     db = open_database(settings, background_checkpoints=daemon)
     clock = clock or SystemClock()
     store = SqlTriggerStore(db)
@@ -111,7 +119,7 @@ def open_backend(
         trim_events=settings.trim_events,
         # Command steps outlive the daemon under their supervisors; the next daemon
         # on this host finds them here.
-        attempts_dir=settings.resolved_state_directory() / "attempts" if daemon else None,
+        attempts_dir=attempts_dir,
         # Every runtime line about a trigger's run names the trigger.
         log_attributes=("trigger_id",),
     )
