@@ -18,10 +18,14 @@ from triggers.errors import ConfigError
 DIRECTORY_MODE = 0o700
 FILE_MODE = 0o600
 SQLITE_SUFFIXES = ("", "-wal", "-shm", "-journal")
+OPEN_BITS = 0o027
+"""What makes an existing file or directory open: write by its group, anything by
+others. Reading by its group is an operator's choice (the unit's
+`StateDirectoryMode=0750`, for operators in the service's group), and is kept."""
 
 
 def private_directory(path: Path, *, what: str) -> None:
-    """Make `path` (and its parents) if missing, and leave it 0700.
+    """Make `path` (and its parents) 0700 if missing; make it 0700 if it is open.
 
     Raises:
         ConfigError: it is not ours and another user can write to it, or it cannot
@@ -33,7 +37,7 @@ def private_directory(path: Path, *, what: str) -> None:
     except OSError as exc:
         raise ConfigError(f"cannot make the {what} {path}: {exc.strerror}", path=str(path)) from exc
     mode = stat.S_IMODE(found.st_mode)
-    if not mode & 0o077:
+    if not mode & OPEN_BITS:
         return
     if found.st_uid != os.geteuid():
         if mode & 0o022:
@@ -53,7 +57,7 @@ def private_directory(path: Path, *, what: str) -> None:
 def private_sqlite_files(path: Path, *, create: bool) -> None:
     """Create the database file 0600 when `create` and it is missing (SQLite gives
     its `-wal` and `-shm` the mode of the database file), and make those that are
-    readable by others 0600, saying so."""
+    open 0600, saying so."""
     if create:
         try:
             os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE))
@@ -66,7 +70,7 @@ def private_sqlite_files(path: Path, *, create: bool) -> None:
         try:
             found = file.stat()
             mode = stat.S_IMODE(found.st_mode)
-            if mode & 0o077 and found.st_uid == os.geteuid():
+            if mode & OPEN_BITS and found.st_uid == os.geteuid():
                 file.chmod(FILE_MODE)
                 _fixed(file, mode, FILE_MODE)
         except OSError:
