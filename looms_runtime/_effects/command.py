@@ -24,6 +24,7 @@ from typing import Any
 from looms_runtime._cancel import CancelToken
 from looms_runtime._effects import attempts
 from looms_runtime._effects.context import EffectContext
+from looms_runtime._effects.secrets import SecretUnavailableError, read_secrets, redacted
 from looms_runtime._effects.supervisor_client import Channel, Supervisor, SupervisorUnavailable
 from looms_runtime._history.definitions import CommandStep
 from looms_runtime._history.outcome import EffectResult
@@ -53,6 +54,9 @@ def command_env(
     """`base` (the runtime's step environment; None: this process's), then the step's
     `env`, then the run's, then the runtime's own variables."""
     env = dict(os.environ if base is None else base)
+    for name in step.env_inherit:
+        if name in os.environ:
+            env[name] = os.environ[name]
     env.update(step.env)
     env.update(ctx.run_env)
     prefix = ctx.env_prefix
@@ -88,6 +92,10 @@ def run_command(
     if token.cancelled:
         return EffectResult(**ids, ok=False, error="cancelled before it started", cancelled=True)
     try:
+        values = read_secrets(step)
+    except SecretUnavailableError as exc:
+        return EffectResult(**ids, ok=False, error=str(exc))
+    try:
         lock_fd = attempts.claim(path, restart=restart)
     except attempts.AttemptTaken:
         error = "another owner of the run started this attempt"
@@ -95,14 +103,16 @@ def run_command(
     except OSError as exc:
         return EffectResult(**ids, ok=False, error=f"cannot prepare the attempt: {exc}")
     try:
-        channel = _hand_over(supervisor, path, lock_fd, _spec(step, ctx, timeout_s, environment))
+        spec = _spec(step, ctx, timeout_s, environment)
+        spec["env"].update(values)
+        channel = _hand_over(supervisor, path, lock_fd, spec)
     except (OSError, SupervisorUnavailable) as exc:
         # No `spawned` marker: the command never ran, and the next owner would know.
         return EffectResult(**ids, ok=False, error=f"cannot start the step's supervisor: {exc}")
     finally:
         os.close(lock_fd)  # the supervisor holds the same lock from here on
     token.detachable = True
-    return _outcome(path, ids, _wait(path, channel, token, detach))
+    return _outcome(path, ids, _wait(path, channel, token, detach), values)
 
 
 def _hand_over(
@@ -139,8 +149,10 @@ def adopt(
     *,
     detach: threading.Event,
     supervisor: Supervisor,
+    step: CommandStep | None = None,
 ) -> EffectResult:
-    """Wait for an attempt a previous runtime started (the host's supervisor runs it).
+    """Wait for an attempt a previous runtime started (the host's supervisor runs it);
+    `step`'s secrets, read again, are redacted from its outcome.
 
     Raises:
         Detached: the runtime closed first; the attempt runs on.
@@ -158,7 +170,11 @@ def adopt(
         if reply is None or reply.get("op") != "watching":
             channel.close()
             channel = None
-    return _outcome(path, ids, _wait(path, channel, token, detach))
+    values: dict[str, str] = {}
+    if step is not None:
+        with contextlib.suppress(SecretUnavailableError):
+            values = read_secrets(step)
+    return _outcome(path, ids, _wait(path, channel, token, detach), values)
 
 
 def _spec(
@@ -219,8 +235,10 @@ def _wait_for_lock(path: Path, detach: threading.Event) -> None:
             raise Detached(str(path))
 
 
-def _outcome(path: Path, ids: dict[str, Any], exited: bool) -> EffectResult:
-    found = attempts.read_result(path)
+def _outcome(
+    path: Path, ids: dict[str, Any], exited: bool, secrets: Mapping[str, str]
+) -> EffectResult:
+    found = redacted(attempts.read_result(path), secrets)
     if found is None:
         why = "its supervisor" if exited else "its supervisor (or the command)"
         error = f"the step's outcome is unknown: {why} stopped without recording it"

@@ -70,3 +70,55 @@ def test_a_command_step_gets_the_basics_and_never_the_daemons_settings(
         assert withheld not in variables
         assert withheld not in supervisor, "the supervisor holds no daemon setting either"
     assert str(tokens) not in output
+
+
+SECRETS = textwrap.dedent(
+    """\
+    version: 1
+    flows:
+      deploy:
+        steps:
+          - id: use
+            run: [sh, -c, 'echo "db=$PGPASSWORD token=$TOKEN host=$PGHOST"; echo "$TOKEN" >&2']
+            env_inherit: [PGHOST]
+            secrets:
+              PGPASSWORD: {file: SECRET_FILE}
+              TOKEN: {credential: api-token}
+    triggers:
+      - {id: deploy, flow: deploy, every: 1d}
+    """
+)
+
+
+def test_secrets_reach_the_step_and_are_redacted_from_what_is_recorded(
+    cli: Cli, tmp_path: Path
+) -> None:
+    secret_file = tmp_path / "pg-password"
+    secret_file.write_text("correct-horse-battery\n")
+    credentials = tmp_path / "credentials"
+    credentials.mkdir()
+    (credentials / "api-token").write_text("tok-0123456789")
+    config = tmp_path / "secrets.yaml"
+    config.write_text(SECRETS.replace("SECRET_FILE", str(secret_file)))
+    cli.env.update({"CREDENTIALS_DIRECTORY": str(credentials), "PGHOST": "db.internal"})
+    cli.run("apply", str(config))
+    log = tmp_path / "d.log"
+    daemon = cli.daemon(config, log)
+    try:
+        cli.run("fire", "deploy")
+
+        def attempt() -> dict[str, str] | None:
+            rows = [r for r in cli.json("history", "deploy") if r["outcome"] == "completed"]
+            return cli.json("runs", "logs", rows[0]["run_id"], "use")[0] if rows else None
+
+        found = wait_for(attempt, timeout=60, what="the step's output")
+    finally:
+        assert stop(daemon) == 0
+    assert found["stdout"] == (
+        "db=[secret PGPASSWORD] token=[secret TOKEN] host=db.internal\n"
+    )  # the step got both values, and PGHOST by env_inherit
+    assert found["stderr"] == "[secret TOKEN]\n"
+    for path in [log, *tmp_path.glob("triggers.sqlite*")]:
+        data = path.read_bytes()
+        assert b"correct-horse-battery" not in data, path
+        assert b"tok-0123456789" not in data, path

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from looms_runtime import Event, Runtime, StartRequest
+from looms_runtime import Event, LoomsError, Runtime, StartRequest
 from tests.factories import MakeRuntime
 
 
@@ -116,6 +116,30 @@ def test_the_step_environment_replaces_this_processs_for_steps_and_supervisor(
     }  # fmt: skip
     assert "HOST_SECRET" not in seen["parent"], "the supervisor has the step environment too"
     assert "GIVEN=g" in seen["parent"]
+
+
+def test_a_secret_that_cannot_be_read_fails_the_attempt_before_it_starts(
+    make_runtime: MakeRuntime, tmp_path: Path
+) -> None:
+    runtime = make_runtime()
+    runtime.start()
+    missing = tmp_path / "absent"
+    step = command("use", ["true"], secrets={"PGPASSWORD": {"file": str(missing)}})
+    run_id = run_steps(runtime, step)
+
+    assert runtime.wait_settled(run_id, 20).status == "failed"
+    error = outcome(runtime, run_id, "use")["error"]
+    assert error == f"cannot read the secret PGPASSWORD ({missing}): No such file or directory"
+
+
+def test_a_malformed_secret_is_refused_when_the_flow_is_registered(
+    make_runtime: MakeRuntime,
+) -> None:
+    runtime = make_runtime()
+    step = command("use", ["true"], secrets={"A": {"file": "a", "credential": "b"}})
+    with pytest.raises(LoomsError) as caught:
+        runtime.register_flow("flow", {"kind": "steps", "steps": [step]})
+    assert "steps[0].secrets: must map names to" in str(caught.value.details)
 
 
 def test_non_zero_exit_fails_the_run_with_the_exit_code(make_runtime: MakeRuntime) -> None:
