@@ -237,6 +237,13 @@ def test_bad_input_answers_the_cli_codes_and_messages(api: Api) -> None:
     assert _error(broken, 400)["code"] == "TRG-116"
     huge = api.writer.post("/triggers/nightly/fire", content=b"x" * (2 * 1024 * 1024))
     assert _error(huge, 413)["code"] == "TRG-116"
+    # Chunked, without a length: refused once past the limit, 413 too (it was a 400).
+    chunks = (b"x" * 65536 for _ in range(800))  # 50 MiB
+    chunked = api.writer.post("/triggers/nightly/fire", content=chunks)
+    assert "content-length" not in chunked.request.headers
+    assert _error(chunked, 413)["code"] == "TRG-116"
+    wrong_method = api.writer.delete("/triggers")
+    assert wrong_method.headers["allow"] == "GET"  # a 405 says what the path takes
 
 
 def test_an_unknown_token_is_401_and_a_read_token_cannot_write(api: Api) -> None:
