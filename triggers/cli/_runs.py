@@ -218,7 +218,7 @@ def cancel(
     shape = output_of(as_json, output)
     with errors(shape), open_runtime() as session:
         status = actions.cancel(
-            session.runtime, session.audit, run_id, reason=reason, actor=actor(), now=clock.now()
+            session.runs, session.audit, run_id, reason=reason, actor=actor(), now=clock.now()
         )
         _status_output(status, shape, "cancel requested")
 
@@ -237,7 +237,7 @@ def retry(
     shape = output_of(as_json, output)
     with errors(shape), open_runtime() as session:
         status = actions.retry(
-            session.runtime,
+            session.runs,
             session.audit,
             run_id,
             effect_id,
@@ -271,7 +271,7 @@ def signal(
             raise InputError(f"--payload is not JSON: {exc}") from exc
         with open_runtime() as session:
             status = actions.signal(
-                session.runtime,
+                session.runs,
                 session.audit,
                 run_id,
                 name,
