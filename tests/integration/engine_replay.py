@@ -18,9 +18,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from looms_runtime.db import Database
+from tests.clocks import FakeClock
 from tests.integration.harness import Harness, ScriptedRunner
 from triggers import services
-from triggers.clock import FakeClock
 from triggers.model import FireRecord, TriggerSpec
 from triggers.simulation import Scenario
 from triggers.store.protocol import HistoryQuery

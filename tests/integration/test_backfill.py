@@ -10,11 +10,12 @@ import pytest
 from typer.testing import CliRunner
 
 from looms_runtime.db import Database
+from tests.clocks import FakeClock
 from tests.factories import spec
 from tests.integration.harness import Harness, ScriptedRunner
 from triggers import services
 from triggers.cli import app
-from triggers.clock import FakeClock, utc
+from triggers.clock import utc
 from triggers.errors import BackfillTooLargeError, InvalidTimeError
 from triggers.model import CatchupPolicy, Outcome, Overlap, TriggerSpec
 from triggers.runner.fake import FakeRunner

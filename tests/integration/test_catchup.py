@@ -13,10 +13,11 @@ import pytest
 from structlog.testing import capture_logs
 
 from looms_runtime.db import Database
+from tests.clocks import FakeClock
 from tests.factories import spec
 from tests.integration.harness import Harness, ScriptedRunner
 from triggers import services
-from triggers.clock import FakeClock, utc
+from triggers.clock import utc
 from triggers.model import CatchupPolicy, Outcome, Overlap, TriggerSpec
 from triggers.runner.fake import FakeRunner
 from triggers.store.protocol import ClaimRequest, ClaimResult

@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 
 from looms_runtime.db import Database
+from tests.clocks import FakeClock
 from tests.factories import spec
 from tests.integration.harness import Harness, ScriptedRunner
 from triggers import services
-from triggers.clock import FakeClock, utc
+from triggers.clock import utc
 from triggers.model import Outcome, Overlap
 from triggers.runner.protocol import LaunchRequest
 from triggers.store.sql import SqlTriggerStore

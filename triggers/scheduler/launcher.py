@@ -45,7 +45,7 @@ _BATCH = 1000
 
 
 def launch_request(claim: Claimed) -> LaunchRequest:
-    """The runner request for a claim (its `env` is the run environment DESIGN.md promises)."""
+    """The runner request for a claim (its `env` is the run environment of docs/yaml.md)."""
     spec = claim.trigger.spec
     return LaunchRequest(
         idempotency_key=claim.idempotency_key,
