@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Sequence
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -21,6 +21,9 @@ from triggers.cli._output import JsonOpt, Output, OutputOpt, emit, listing, tabl
 from triggers.documents import MAX_COUNT, plain, run_json
 from triggers.errors import InputError
 from triggers.step_output import attempt_outputs, step_attempts, step_states, tail
+
+if TYPE_CHECKING:
+    from triggers.runner.runs import RunStatusInfo
 
 RunArg = Annotated[str, typer.Argument(metavar="RUN_ID")]
 NoteOpt = Annotated[str | None, typer.Option(help="Why: kept in the audit log.")]
@@ -168,7 +171,7 @@ def _logs_text(attempts: list[Any]) -> None:
         write("no step has run yet\n")
 
 
-def _ms(value: Any) -> str | None:
+def _ms(value: object) -> str | None:
     return None if value is None else f"{value} ms"
 
 
@@ -284,7 +287,7 @@ def signal(
         _status_output(status, shape, f"signal {name!r} delivered")
 
 
-def _status_output(status: Any, shape: Output, what: str) -> None:
+def _status_output(status: RunStatusInfo, shape: Output, what: str) -> None:
     if shape.machine:
         emit(plain(status), shape)
     else:

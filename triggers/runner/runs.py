@@ -10,15 +10,18 @@ list` stays as light as the reader it wraps.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from looms_runtime.records import Event, RunInfo, RunStatusInfo, RunSummary
 from triggers.runner.door import runtime_door
 
 if TYPE_CHECKING:
     from looms_runtime import Runtime
     from looms_runtime.db import Database
     from looms_runtime.reads import RunReader
-    from looms_runtime.records import Event, RunInfo, RunStatusInfo, RunSummary
+
+__all__ = ["Event", "RunControls", "RunInfo", "RunReads", "RunStatusInfo", "RunSummary"]
+"""The runtime's records are named here too: the edges read them, never importing it."""
 
 
 class RunReads:
@@ -81,7 +84,7 @@ class RunControls(RunReads):
             return self._runtime.retry_effect(run_id, effect_id)
 
     def signal(
-        self, run_id: str, name: str, payload: Any, *, idempotency_key: str | None = None
+        self, run_id: str, name: str, payload: object, *, idempotency_key: str | None = None
     ) -> RunStatusInfo:
         with runtime_door():
             return self._runtime.signal(run_id, name, payload, idempotency_key=idempotency_key)
