@@ -99,7 +99,7 @@ def pause(
     now: datetime,
 ) -> Trigger:
     before = services.require_trigger(store, trigger_id)
-    trigger = services.pause(store, trigger_id, note=note, now=now)
+    trigger = services.pause_trigger(store, trigger_id, note=note, now=now)
     changes = {"paused": True, "was_paused": before.paused, "previous_note": before.pause_note}
     audit.record(
         _entry(ActionKind.PAUSE, actor, now, trigger_id=trigger_id, note=note, changes=changes)
@@ -118,7 +118,7 @@ def resume(
 ) -> Trigger:
     """Resume claims; the record keeps the pause's note and time, which the trigger drops."""
     before = services.require_trigger(store, trigger_id)
-    trigger = services.resume(store, trigger_id, now=now)
+    trigger = services.resume_trigger(store, trigger_id, now=now)
     changes = {
         "paused": False,
         "was_paused": before.paused,
@@ -145,7 +145,7 @@ def fire(
     host: str | None = None,
 ) -> Claim:
     """Fire one manual occurrence now; `host` (default: the actor's) is the ledger's."""
-    claim = services.fire(
+    claim = services.claim_manual_fire(
         store, trigger_id, now=now, key=key, overlap=overlap, owner=owner, host=host or actor.host
     )
     changes = services.claim_summary(claim) | {
@@ -172,7 +172,7 @@ def backfill(
     actor: Actor,
     note: str | None = None,
 ) -> BackfillResult:
-    result = services.backfill(
+    result = services.claim_backfill(
         store,
         trigger_id,
         start_at=start_at,
