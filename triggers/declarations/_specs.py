@@ -246,7 +246,8 @@ def _flow_definition(raw: object, loc: Loc, problems: Problems) -> dict[str, Jso
     """The canonical JSON definition of one flow, or None once its problems are reported.
 
     The durable runtime interprets this JSON and its digest versions the flow, so its
-    keys are a contract (DESIGN.md) and it keeps no trace of the YAML's formatting.
+    keys are a contract (docs/yaml.md, "Flows" and "Steps") and it keeps no trace of the
+    YAML's formatting.
     """
     before = problems.count
     flow, _ = validate_partial(FlowModel, raw, loc, problems)

@@ -8,6 +8,7 @@ revision): a page refreshed every few seconds draws it once a minute at most.
 
 from __future__ import annotations
 
+import html
 import re
 import threading
 from collections import OrderedDict
@@ -17,6 +18,7 @@ from datetime import timedelta
 from triggers.api._context import ApiServices
 from triggers.inspection import timeline_report
 from triggers.store.protocol import HistoryQuery
+from triggers.timeline._plot import MISSING
 
 SPANS = {
     "6h": timedelta(hours=6),
@@ -31,6 +33,8 @@ _KEPT = 64
 _lock = threading.Lock()
 _pictures: OrderedDict[tuple[object, ...], str] = OrderedDict()
 _PROLOGUE = re.compile(r"^.*?(?=<svg)", re.DOTALL)
+_NO_PICTURE = f'<p class="note">{html.escape(MISSING)}</p>'
+"""In place of the picture where matplotlib is not installed: the page works without it."""
 
 
 def timeline_svg(ctx: ApiServices, trigger_id: str, span: str) -> str:
@@ -52,7 +56,10 @@ def timeline_svg(ctx: ApiServices, trigger_id: str, span: str) -> str:
         if kept is not None:
             _pictures.move_to_end(key)
             return kept
-    from triggers.timeline import render_svg  # noqa: PLC0415 (matplotlib: only when drawn)
+    from triggers.timeline import pictures_available, render_svg  # noqa: PLC0415
+
+    if not pictures_available():
+        return _NO_PICTURE
 
     report = timeline_report(
         ctx.store,
