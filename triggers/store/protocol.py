@@ -337,6 +337,14 @@ class TriggerReads(Protocol):
         """Ledger rows, newest occurrence first."""
         ...
 
+    def recent_records(
+        self, trigger_ids: Sequence[str], *, limit: int
+    ) -> dict[str, list[FireRecord]]:
+        """Each of `trigger_ids`' newest `limit` ledger rows, newest occurrence first,
+        as `history` returns them for the one trigger (a trigger without rows: none),
+        read at once (a page of the dashboard's list: one query, on the ledger's index)."""
+        ...
+
     def last_records(self) -> dict[str, FireRecord]:
         """The ledger row of each trigger's newest occurrence (a range by its last)."""
         ...

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
+from functools import lru_cache
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -29,6 +31,7 @@ from triggers.store.schema import fires, heartbeats, meta, triggers
 APPLIED_DIGEST = "applied_declarations_digest"
 """The `meta` key of the digest of the declarations file last applied."""
 _IN_CHUNK = 500  # ids per IN list: well under SQLite's bound on variables
+_UNION_PARTS = 100  # parts of a UNION ALL: well under SQLite's bound of 500
 
 
 class SqlTriggerReads:
@@ -126,6 +129,28 @@ class SqlTriggerReads:
             rows = conn.execute(statement).mappings().all()
         return [_codec.fire_from_row(row) for row in rows]
 
+    def recent_records(
+        self, trigger_ids: Sequence[str], *, limit: int
+    ) -> dict[str, list[FireRecord]]:
+        found: dict[str, list[tuple[datetime, int, FireRecord]]] = {}
+        ids = sorted(set(trigger_ids))
+        with self._read() as conn:
+            for part in chunks(ids, _UNION_PARTS):
+                if conn.dialect.name == "postgresql":  # planned once, not once a part
+                    rows = conn.execute(_RECENT_LATERAL, {"ids": list(part), "n": limit})
+                else:
+                    values = {f"t{n}": trigger_id for n, trigger_id in enumerate(part)}
+                    rows = conn.execute(_recent(len(part), limit), values)
+                for row in rows.mappings():
+                    record = _codec.fire_from_row(row)
+                    found.setdefault(record.trigger_id, []).append(
+                        (record.occurrence_at, row["id"], record)
+                    )
+        return {
+            trigger_id: [record for *_, record in sorted(rows, key=_newest_key, reverse=True)]
+            for trigger_id, rows in found.items()
+        }
+
     def last_records(self) -> dict[str, FireRecord]:
         # By occurrence, not by insertion: a backfill inserts rows for old occurrences.
         ranked = sa.select(
@@ -186,6 +211,40 @@ class SqlTriggerReads:
     def _read(self) -> Iterator[Connection]:
         with translated(), self._db.read() as conn:
             yield conn
+
+
+_FIRE_COLUMNS = ", ".join(f"f.{column.name}" for column in fires.c)
+_RECENT_LATERAL = sa.text(
+    f"SELECT {_FIRE_COLUMNS} "  # noqa: S608 (the table's own column names)
+    "FROM unnest(CAST(:ids AS varchar[])) AS wanted(trigger_id) "
+    "CROSS JOIN LATERAL (SELECT * FROM fires WHERE fires.trigger_id = wanted.trigger_id "
+    "ORDER BY fires.occurrence_at DESC, fires.id DESC LIMIT :n) AS f"
+).columns(*fires.c)
+"""`_recent` on PostgreSQL: one plan for every trigger of the page (the columns named:
+a table a migration grew holds them in another order than `fires` lists them)."""
+
+
+@lru_cache(maxsize=32)
+def _recent(parts: int, limit: int) -> sa.CompoundSelect[Any] | sa.Select[Any]:
+    """Each of `parts` triggers' (`t0`, `t1`, ...) newest `limit` rows: a part of a
+    UNION ALL each, off the (trigger_id, occurrence_at) index (a window over all their
+    rows would read a busy trigger's whole ledger). Built once per shape: building it
+    costs more than running it."""
+    newest = [
+        sa.select(
+            sa.select(fires)
+            .where(fires.c.trigger_id == sa.bindparam(f"t{n}"))
+            .order_by(fires.c.occurrence_at.desc(), fires.c.id.desc())
+            .limit(limit)
+            .subquery()
+        )
+        for n in range(parts)
+    ]
+    return newest[0] if parts == 1 else sa.union_all(*newest)
+
+
+def _newest_key(found: tuple[datetime, int, FireRecord]) -> tuple[datetime, int]:
+    return found[0], found[1]
 
 
 __all__ = ["APPLIED_DIGEST", "SqlTriggerReads"]

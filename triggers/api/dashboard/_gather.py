@@ -13,6 +13,7 @@ from typing import Any
 from triggers import services
 from triggers.api._context import ApiServices
 from triggers.arguments import audit_query, history_query
+from triggers.clock import iso
 from triggers.documents import (
     describe_json,
     entry_json,
@@ -23,9 +24,8 @@ from triggers.documents import (
     trigger_json,
 )
 from triggers.inspection import describe_trigger, status_report
-from triggers.model import Trigger
+from triggers.model import FireRecord, Outcome, Trigger
 from triggers.step_output import attempt_outputs
-from triggers.store.protocol import HistoryQuery
 
 PAGE = 50
 """Triggers on a page of the list."""
@@ -47,6 +47,11 @@ class ListFilter:
     after: str | None = None
     """The page after this id (None: the first page)."""
 
+    @property
+    def plain(self) -> bool:
+        """No search and every state: nearly every trigger read is shown."""
+        return not self.search and self.state == "all"
+
     def wants(self, trigger: Trigger) -> bool:
         words = self.search.casefold()
         if words and words not in trigger.id.casefold():
@@ -62,38 +67,55 @@ class ListFilter:
 
 
 def trigger_list(ctx: ApiServices, chosen: ListFilter) -> dict[str, Any]:
-    """A page of triggers (by id), each as `list --json` shows it, with its sparkline."""
+    """A page of triggers (by id), each as `list --json` shows it, with its sparkline.
+
+    Reads no more than the page needs: the triggers after the cursor a page's worth at
+    a time (more only while a filter leaves too few), and their recent ledger rows in
+    one query per batch (`recent_records`); nothing counts or reads every trigger."""
     now = ctx.clock.now()
     active: dict[str, str] = {}
     for run in ctx.store.active_runs():
         active.setdefault(run.trigger_id, run.run_id)
     rows: list[dict[str, Any]] = []
     cursor, more = chosen.after, True
+    size = PAGE + 1 if chosen.plain else _SCAN  # one more: is there a next page?
     while more and len(rows) < PAGE:
         batch = [
             row
-            for row in ctx.store.list_triggers(after_id=cursor, limit=_SCAN)
+            for row in ctx.store.list_triggers(after_id=cursor, limit=size)
             if isinstance(row, Trigger)
         ]
-        more = len(batch) == _SCAN
+        more = len(batch) == size
+        wanted = [trigger for trigger in batch if chosen.wants(trigger)]
+        if chosen.state == "failing":  # the newest row of each, then the failing ones'
+            newest = ctx.store.recent_records([t.id for t in wanted], limit=1)
+            wanted = [t for t in wanted if newest.get(t.id, [None])[0] is not None]
+            wanted = [t for t in wanted if newest[t.id][0].outcome is Outcome.FAILED]
+        shown = wanted[: PAGE - len(rows)]
+        recent = ctx.store.recent_records([t.id for t in shown], limit=SPARK)
+        ids = {trigger.id for trigger in shown}
         for trigger in batch:
             cursor = trigger.id
-            if not chosen.wants(trigger):
+            if trigger.id not in ids:
                 continue
-            recent = ctx.store.history(HistoryQuery(trigger_id=trigger.id, limit=SPARK))
-            if chosen.state == "failing" and not (recent and recent[0].outcome == "failed"):
-                continue
+            records = recent.get(trigger.id, [])
             view = services.trigger_view(
                 trigger,
                 now=now,
-                last=recent[0] if recent else None,
+                last=records[0] if records else None,
                 active_run_id=active.get(trigger.id),
             )
-            rows.append(trigger_json(view) | {"sparkline": [fire_json(r) for r in recent[::-1]]})
+            rows.append(trigger_json(view) | {"sparkline": spark_json(records)})
             if len(rows) == PAGE:
                 more = more or trigger is not batch[-1]
                 break
     return {"triggers": rows, "next_after": cursor if more and rows else None}
+
+
+def spark_json(recent: list[FireRecord]) -> list[dict[str, Any]]:
+    """A sparkline's bars, oldest first: each row's outcome and occurrence (as
+    `history --json` prints them)."""
+    return [{"outcome": r.outcome.value, "occurrence": iso(r.occurrence_at)} for r in recent[::-1]]
 
 
 def trigger_page(
