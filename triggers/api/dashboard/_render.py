@@ -8,6 +8,8 @@ Content-Security-Policy allows this daemon's own script and styles only.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
@@ -96,8 +98,16 @@ def page(
     *,
     status: int = 200,
     **context: Any,
-) -> HTMLResponse:
-    """A rendered page, with the session's cookie when it is new."""
+) -> Response:
+    """A rendered page, with the session's cookie when it is new.
+
+    Its ETag is a digest of what it is drawn from (the documents, the viewer, the query),
+    not of its text: a live refresh (`If-None-Match`) of a page whose documents have not
+    changed is answered 304 before any drawing. Only the relative times in it would
+    differ ("3 min ago"), and the script keeps those current itself."""
+    tag = _etag(request, template, who, context)
+    if status == 200 and not who.new and tag in request.headers.get("if-none-match", ""):  # noqa: PLR2004
+        return Response(status_code=304, headers=HEADERS | {"ETag": tag})
     now = request.app.state.services.clock.now()
     body = (
         environment()
@@ -112,10 +122,30 @@ def page(
             **context,
         )
     )
-    response = HTMLResponse(body, status_code=status, headers=HEADERS)
+    response = HTMLResponse(body, status_code=status, headers=HEADERS | {"ETag": tag})
     if who.new:
         set_cookie(request, response, who.session)
     return response
+
+
+def _etag(request: Request, template: str, who: Viewer, context: dict[str, Any]) -> str:
+    """A digest of everything a page is drawn from but the clock: a document's `now`,
+    and a live daemon's heartbeat but for its minute (it ticks every few seconds)."""
+    parts = dict(context)
+    doc = parts.get("doc")
+    if isinstance(doc, dict) and ("now" in doc or "daemons" in doc):
+        parts["doc"] = {key: value for key, value in doc.items() if key != "now"}
+        parts["doc"]["daemons"] = [
+            daemon | {"last_tick_at": str(daemon.get("last_tick_at"))[:16], "last_tick_age_s": 0}
+            for daemon in doc.get("daemons") or []
+            if isinstance(daemon, dict)
+        ]
+    text = json.dumps(
+        [template, __version__, who.who, who.session.csrf, str(request.url), parts],
+        sort_keys=True,
+        default=repr,
+    )
+    return f'"{hashlib.blake2b(text.encode(), digest_size=12).hexdigest()}"'
 
 
 def to_login(request: Request, who: Viewer) -> Response:
