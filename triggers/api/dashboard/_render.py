@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
+from http import HTTPStatus
 from typing import Any
 from urllib.parse import quote
 
@@ -106,7 +107,8 @@ def page(
     changed is answered 304 before any drawing. Only the relative times in it would
     differ ("3 min ago"), and the script keeps those current itself."""
     tag = _etag(request, template, who, context)
-    if status == 200 and not who.new and tag in request.headers.get("if-none-match", ""):  # noqa: PLR2004
+    unchanged = tag in request.headers.get("if-none-match", "")
+    if unchanged and status == HTTPStatus.OK and not who.new:
         return Response(status_code=304, headers=HEADERS | {"ETag": tag})
     now = request.app.state.services.clock.now()
     body = (
