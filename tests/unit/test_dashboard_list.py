@@ -79,3 +79,18 @@ def test_search_and_failing_pick_their_triggers_past_a_batch() -> None:
     found = trigger_list(ctx, ListFilter(search="T115"))
     assert _ids(found) == [f"t115{n}" for n in range(10)]
     assert trigger_list(ctx, ListFilter(state="paused"))["triggers"] == []
+
+
+def test_a_sparkline_says_its_counts_and_each_failures_time() -> None:
+    from triggers.api.dashboard._render import _sparkline
+
+    rows = [
+        {"outcome": "completed", "occurrence": "2026-01-01T00:01:00.000Z"},
+        {"outcome": "failed", "occurrence": "2026-01-01T00:02:00.000Z"},
+        {"outcome": "completed", "occurrence": "2026-01-01T00:03:00.000Z"},
+    ]
+    svg = str(_sparkline(rows))
+    assert 'aria-label="last 3: 2 completed, 1 failed"' in svg
+    assert '<path class="good" d="M0 6h4v10h-4zM12 6h4v10h-4z"/>' in svg
+    assert '<rect class="bad" x="6" y="0" width="4" height="16">' in svg
+    assert "<title>failed · 2026-01-01 00:02:00 UTC</title>" in svg
