@@ -390,6 +390,8 @@ def test_recent_records_are_each_triggers_newest_as_history_orders_them(
     newest = store.recent_records(many, limit=1)
     minutes = [(newest[t][0].occurrence_at - T0) // timedelta(minutes=1) for t in many]
     assert minutes == list(range(1, 131))
+    assert store.triggers_with(Outcome.SKIPPED) == {"a"}  # a's later occurrences overlap
+    assert store.triggers_with(Outcome.FAILED) == set()
 
 
 def test_prune_deletes_only_old_settled_rows(store: TriggerStore) -> None:

@@ -330,6 +330,10 @@ class MemoryTriggerStore:
                 for trigger_id, rows in found.items()
             }
 
+    def triggers_with(self, outcome: Outcome) -> set[str]:
+        with self._lock:
+            return {row.trigger_id for row in self._tables.with_outcome(outcome)}
+
     def last_records(self) -> dict[str, FireRecord]:
         newest: dict[str, FireRow] = {}
         with self._lock:

@@ -345,6 +345,11 @@ class TriggerReads(Protocol):
         read at once (a page of the dashboard's list: one query, on the ledger's index)."""
         ...
 
+    def triggers_with(self, outcome: Outcome) -> set[str]:
+        """The triggers that have a ledger row of `outcome` (read off the ledger's
+        outcome index: the dashboard's failing filter looks at those only)."""
+        ...
+
     def last_records(self) -> dict[str, FireRecord]:
         """The ledger row of each trigger's newest occurrence (a range by its last)."""
         ...

@@ -151,6 +151,13 @@ class SqlTriggerReads:
             for trigger_id, rows in found.items()
         }
 
+    def triggers_with(self, outcome: Outcome) -> set[str]:
+        # Not DISTINCT in SQL: SQLite then walks the whole (trigger_id, ...) index for
+        # its order (half a second at a million rows) instead of the outcome's range.
+        statement = sa.select(fires.c.trigger_id).where(fires.c.outcome == outcome.value)
+        with self._read() as conn:
+            return set(conn.execute(statement).scalars())
+
     def last_records(self) -> dict[str, FireRecord]:
         # By occurrence, not by insertion: a backfill inserts rows for old occurrences.
         ranked = sa.select(

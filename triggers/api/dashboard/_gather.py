@@ -79,15 +79,17 @@ def trigger_list(ctx: ApiServices, chosen: ListFilter) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
     cursor, more = chosen.after, True
     size = PAGE + 1 if chosen.plain else _SCAN  # one more: is there a next page?
+    failed = ctx.store.triggers_with(Outcome.FAILED) if chosen.state == "failing" else None
     while more and len(rows) < PAGE:
-        batch = [
-            row
-            for row in ctx.store.list_triggers(after_id=cursor, limit=size)
-            if isinstance(row, Trigger)
-        ]
-        more = len(batch) == size
+        if failed is None:
+            listed = ctx.store.list_triggers(after_id=cursor, limit=size)
+        else:  # only triggers that ever failed: the ledger's outcome index names them
+            chunk = sorted(t for t in failed if cursor is None or t > cursor)[:size]
+            listed = ctx.store.list_triggers(ids=chunk) if chunk else []
+        batch = [row for row in listed if isinstance(row, Trigger)]
+        more = len(listed) == size
         wanted = [trigger for trigger in batch if chosen.wants(trigger)]
-        if chosen.state == "failing":  # the newest row of each, then the failing ones'
+        if failed is not None:  # whose newest row failed
             newest = ctx.store.recent_records([t.id for t in wanted], limit=1)
             wanted = [t for t in wanted if newest.get(t.id, [None])[0] is not None]
             wanted = [t for t in wanted if newest[t.id][0].outcome is Outcome.FAILED]
