@@ -380,8 +380,11 @@ def test_recent_records_are_each_triggers_newest_as_history_orders_them(
     claim(store, "a", 0, kind="backfill")  # inserted last, for the oldest occurrence
     found = store.recent_records(["a", "b", "c", "gone"], limit=3)
     assert set(found) == {"a", "b"}  # no rows: not there
+    bars = store.recent_outcomes(["a", "b", "c"], limit=3)
     for trigger_id, rows in found.items():
         assert rows == store.history(HistoryQuery(trigger_id=trigger_id, limit=3))
+        assert bars[trigger_id] == [(r.occurrence_at, r.outcome) for r in rows]
+    assert set(bars) == {"a", "b"}
     assert [r.occurrence_at.minute for r in found["a"]] == [4, 3, 2]
     many = [f"t{n:03d}" for n in range(130)]  # more than one statement's worth
     store.apply([spec(t) for t in [*many, "a", "b", "c"]], now=T0)

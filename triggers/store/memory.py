@@ -330,6 +330,14 @@ class MemoryTriggerStore:
                 for trigger_id, rows in found.items()
             }
 
+    def recent_outcomes(
+        self, trigger_ids: Sequence[str], *, limit: int
+    ) -> dict[str, list[tuple[datetime, Outcome]]]:
+        return {
+            trigger_id: [(r.occurrence_at, r.outcome) for r in records]
+            for trigger_id, records in self.recent_records(trigger_ids, limit=limit).items()
+        }
+
     def triggers_with(self, outcome: Outcome) -> set[str]:
         with self._lock:
             return {row.trigger_id for row in self._tables.with_outcome(outcome)}

@@ -345,6 +345,13 @@ class TriggerReads(Protocol):
         read at once (a page of the dashboard's list: one query, on the ledger's index)."""
         ...
 
+    def recent_outcomes(
+        self, trigger_ids: Sequence[str], *, limit: int
+    ) -> dict[str, list[tuple[datetime, Outcome]]]:
+        """`recent_records`' rows reduced to (occurrence, outcome): a sparkline's bars,
+        without reading and decoding whole rows."""
+        ...
+
     def triggers_with(self, outcome: Outcome) -> set[str]:
         """The triggers that have a ledger row of `outcome` (read off the ledger's
         outcome index: the dashboard's failing filter looks at those only)."""

@@ -8,6 +8,7 @@ with the few additions a page needs (a page of the list, the sparkline's outcome
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from triggers import services
@@ -24,7 +25,7 @@ from triggers.documents import (
     trigger_json,
 )
 from triggers.inspection import describe_trigger, status_report
-from triggers.model import FireRecord, Outcome, Trigger
+from triggers.model import Outcome, Trigger
 from triggers.step_output import attempt_outputs
 
 PAGE = 50
@@ -93,31 +94,30 @@ def trigger_list(ctx: ApiServices, chosen: ListFilter) -> dict[str, Any]:
             newest = ctx.store.recent_records([t.id for t in wanted], limit=1)
             wanted = [t for t in wanted if newest.get(t.id, [None])[0] is not None]
             wanted = [t for t in wanted if newest[t.id][0].outcome is Outcome.FAILED]
-        shown = wanted[: PAGE - len(rows)]
-        recent = ctx.store.recent_records([t.id for t in shown], limit=SPARK)
-        ids = {trigger.id for trigger in shown}
+        shown = [trigger.id for trigger in wanted[: PAGE - len(rows)]]
+        last = ctx.store.recent_records(shown, limit=1)
+        bars = ctx.store.recent_outcomes(shown, limit=SPARK)
         for trigger in batch:
             cursor = trigger.id
-            if trigger.id not in ids:
+            if trigger.id not in shown:
                 continue
-            records = recent.get(trigger.id, [])
             view = services.trigger_view(
                 trigger,
                 now=now,
-                last=records[0] if records else None,
+                last=last[trigger.id][0] if trigger.id in last else None,
                 active_run_id=active.get(trigger.id),
             )
-            rows.append(trigger_json(view) | {"sparkline": spark_json(records)})
+            rows.append(trigger_json(view) | {"sparkline": spark_json(bars.get(trigger.id, []))})
             if len(rows) == PAGE:
                 more = more or trigger is not batch[-1]
                 break
     return {"triggers": rows, "next_after": cursor if more and rows else None}
 
 
-def spark_json(recent: list[FireRecord]) -> list[dict[str, Any]]:
+def spark_json(recent: list[tuple[datetime, Outcome]]) -> list[dict[str, Any]]:
     """A sparkline's bars, oldest first: each row's outcome and occurrence (as
     `history --json` prints them)."""
-    return [{"outcome": r.outcome.value, "occurrence": iso(r.occurrence_at)} for r in recent[::-1]]
+    return [{"outcome": outcome.value, "occurrence": iso(at)} for at, outcome in recent[::-1]]
 
 
 def trigger_page(
