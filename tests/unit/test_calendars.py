@@ -15,7 +15,8 @@ import holidays
 import pytest
 
 from tests.factories import spec
-from triggers.model import CalendarSpec, HolidayRule
+from triggers import services
+from triggers.model import CalendarSpec, HolidayRule, Trigger
 from triggers.scheduler.calendars import compile_calendars
 from triggers.scheduler.occurrences import compile_schedule, next_occurrences
 
@@ -133,3 +134,20 @@ def test_only_leaves_out_days_of_none_of_its_calendars() -> None:
 
 def test_a_trigger_without_calendars_has_nothing_to_ask() -> None:
     assert compile_calendars(spec("t")) is None
+
+
+def test_list_shows_the_next_fire_a_calendar_leaves_in() -> None:
+    weekend = CalendarSpec(name="weekend", weekdays=(5, 6))
+    now = datetime(2026, 10, 30, 12, tzinfo=UTC)  # a Friday
+    trigger = Trigger(
+        spec=spec("t", cron="0 6 * * *", exclude=(weekend,)),
+        revision=1,
+        watermark_at=now,
+        created_at=now,
+        updated_at=now,
+    )
+    view = services.trigger_view(trigger, now=now, last=None, active_run_id=None)
+    assert view.next_fire is not None
+    assert view.next_fire.occurrence_at == datetime(2026, 11, 2, 6, tzinfo=UTC)  # Monday
+    fires = services.upcoming_fires(trigger, now=now, until=None, limit=2)
+    assert fires == [datetime(2026, 11, 2, 6, tzinfo=UTC), datetime(2026, 11, 3, 6, tzinfo=UTC)]
