@@ -24,19 +24,21 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from looms_runtime import LoomsError, Runtime
+from looms_runtime import Runtime
 from looms_runtime.db import Database
 from looms_runtime.host import ProcessId
 from triggers import __version__, actions
 from triggers.actions import local_actor
 from triggers.clock import Clock, SystemClock
 from triggers.declarations import parse_declarations, read_declarations_text, text_digest
-from triggers.errors import ConfigError, DeclarationError, StoreError
+from triggers.errors import ConfigError, DeclarationError, StoreError, TriggersError
 from triggers.file_modes import private_directory, private_sqlite_files
 from triggers.inspection import process_gone
 from triggers.metrics import Metrics
 from triggers.notify import Notifier, status_line
+from triggers.runner.flows import runtime_flows
 from triggers.runner.looms import LoomsRunner
+from triggers.runner.runs import RunControls, RunReads
 from triggers.scheduler.engine import Scheduler
 from triggers.scheduler.health import summarize, trigger_gauges
 from triggers.settings import Settings, step_environment
@@ -250,12 +252,12 @@ class Daemon:
 
     def _watch(self, backend: Backend, scheduler: Scheduler) -> None:
         """Point the scrape-time metrics at the scheduler's triggers and the runtime."""
-        runtime = backend.runtime
+        runs = RunReads(backend.runtime)
 
         def parked() -> float:
             try:
-                return float(runtime.count_runs(status="parked"))
-            except LoomsError:
+                return float(runs.count_runs(status="parked"))
+            except TriggersError:
                 return math.nan  # unknown this scrape; not zero
 
         self.metrics.watch_triggers(
@@ -342,7 +344,7 @@ class Daemon:
             result = actions.apply(
                 backend.store,
                 SqlAuditLog(backend.db),
-                backend.runtime.register_flow,
+                runtime_flows(backend.runtime),
                 declarations,
                 now=self._clock.now(),
                 actor=local_actor(self._settings.host),
@@ -428,7 +430,7 @@ class Daemon:
         return ApiServices(
             store=backend.store,
             audit=SqlAuditLog(backend.db),
-            runtime=backend.runtime,
+            runs=RunControls(backend.runtime),
             clock=self._clock,
             host=self._settings.host,
             owner=f"api:{self._owner}",

@@ -6,8 +6,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeAlias
 
-EFFECT_KINDS = frozenset({"command", "http", "python"})
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RetryPolicy:

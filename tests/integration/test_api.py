@@ -142,7 +142,7 @@ def test_a_signal_over_http_resumes_a_waiting_run(api: Api) -> None:
     assert api.get(f"/runs/{run_id}")["status"] == "active"
     api.post(f"/runs/{run_id}/signal", {"name": "later", "key": "k0"})  # kept, not waited for
     conflict = api.writer.post(f"/runs/{run_id}/signal", json={"name": "go", "key": "k0"})
-    assert _error(conflict, 409)["code"] == "LMS-407"
+    assert _error(conflict, 409)["code"] == "TRG-119"
 
     sent = api.post(f"/runs/{run_id}/signal", {"name": "go", "payload": {"ok": True}, "key": "k1"})
     assert sent["run_id"] == run_id
@@ -171,7 +171,7 @@ def test_cancel_and_retry_answer_as_the_cli(api: Api) -> None:
     )
     refused = api.writer.post(f"/runs/{run_id}/retry", json={"effect_id": "gate"})
     error = _error(refused, 409)
-    assert error["code"] == "LMS-406"
+    assert error["code"] == "TRG-119"
     assert "is not ambiguous or timed out" in error["message"]
 
     status = api.post(f"/runs/{run_id}/cancel", {"reason": "not today"})
@@ -197,11 +197,11 @@ def test_bad_input_answers_the_cli_codes_and_messages(api: Api) -> None:
         ("GET", "/history?limit=0", None, 400, "TRG-116", None),
         ("GET", "/triggers/nightly/next?count=abc", None, 400, "TRG-116", None),
         ("GET", "/audit-log?action=explode", None, 400, "TRG-110", None),
-        ("GET", "/runs/ghost", None, 404, "LMS-403", "no run 'ghost'"),
-        ("GET", "/runs?status=asleep", None, 400, "LMS-405", None),
+        ("GET", "/runs/ghost", None, 404, "TRG-115", "no run 'ghost'"),
+        ("GET", "/runs?status=asleep", None, 400, "TRG-118", None),
         ("POST", "/triggers/nightly/fire", {"overlap": "never"}, 400, "TRG-110", None),
         ("POST", "/triggers/nightly/fire", {"kee": "x"}, 400, "TRG-116", None),
-        ("POST", "/runs/ghost/signal", {"name": "go"}, 404, "LMS-403", None),
+        ("POST", "/runs/ghost/signal", {"name": "go"}, 404, "TRG-115", None),
         ("POST", "/runs/ghost/signal", {}, 400, "TRG-116", None),
         (
             "GET",

@@ -1,4 +1,4 @@
-"""The declarations file: YAML in, validated flows and triggers out (DESIGN.md "Declarations").
+"""The declarations file: YAML in, validated flows and triggers out (docs/yaml.md).
 
 `load_declarations` either returns every flow and trigger of the file or raises one
 `DeclarationError` that lists every problem, each with its file, line, column and key

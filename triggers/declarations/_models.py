@@ -24,6 +24,7 @@ from pydantic import (
 from triggers.declarations._values import (
     Argv,
     Count,
+    DateRange,
     Duration,
     EnvName,
     HttpMethod,
@@ -36,6 +37,8 @@ from triggers.declarations._values import (
     Status,
     Text,
     Url,
+    Weekday,
+    YearlyRange,
     Zone,
     every_shorthand,
 )
@@ -85,6 +88,29 @@ class TriggerFieldsModel(_Model):
     end: Instant | None = None
     max_runs: Count | None = None
     pause_on_failure: bool | None = None
+    exclude: list[Id] | None = None
+    only: list[Id] | None = None
+
+
+class HolidaysModel(_Model):
+    """`holidays:` of a calendar: a country's public holidays (the `holidays` package)."""
+
+    country: Annotated[str, StringConstraints(pattern=r"^[A-Z]{2,3}$")]
+    subdiv: NonEmpty | None = None
+    language: NonEmpty | None = None
+    categories: list[NonEmpty] | None = None
+
+
+class NamedCalendarModel(_Model):
+    """One value of `calendars:`: the days (or times) it holds, each key adding to them."""
+
+    holidays: HolidaysModel | None = None
+    dates: list[DateRange] | None = None
+    yearly: list[YearlyRange] | None = None
+    weekdays: list[Weekday] | None = None
+    cron: list[NonEmpty] | None = None
+    timezone: Zone | None = None
+    description: str | None = None
 
 
 class DefaultsModel(TriggerFieldsModel):
@@ -213,9 +239,10 @@ class FlowModel(_Model):
 class DocumentModel(_Model):
     """The top level; sections are validated item by item by the caller."""
 
-    nullable = frozenset({"version", "defaults", "flows", "triggers"})
+    nullable = frozenset({"version", "defaults", "flows", "triggers", "calendars"})
 
     version: Any = None
     defaults: Any = None
+    calendars: dict[Any, Any] | None = None
     flows: dict[Any, Any] | None = None
     triggers: list[Any] | None = None

@@ -17,6 +17,9 @@ from triggers.file_modes import private_directory, private_sqlite_files
 from triggers.locations import DatabaseLocation
 from triggers.store.migrate import ensure_schema
 
+__all__ = ["NO_DAEMON_YET", "Database", "open_database"]
+"""`Database` too: the CLI names the database it opens through the store, not the runtime."""
+
 NO_DAEMON_YET = (
     "no daemon has used it yet; start the daemon (`triggers run`), "
     "or create it with `triggers db upgrade`"
