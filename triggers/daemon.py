@@ -32,7 +32,7 @@ from triggers.actions import local_actor
 from triggers.clock import Clock, SystemClock
 from triggers.declarations import parse_declarations, read_declarations_text, text_digest
 from triggers.errors import ConfigError, DeclarationError, StoreError, TriggersError
-from triggers.file_modes import private_directory
+from triggers.file_modes import private_directory, private_sqlite_files
 from triggers.inspection import process_gone
 from triggers.metrics import Metrics
 from triggers.notify import Notifier, status_line
@@ -95,9 +95,14 @@ def open_backend(
     if daemon:
         # Command attempts' records are trusted: no other user may write beside them.
         state = settings.resolved_state_directory()
-        private_directory(state, what="state directory")
         attempts_dir = state / "attempts"
-        private_directory(attempts_dir, what="attempts directory")
+        fixed = private_directory(state, what="state directory")
+        fixed += private_directory(attempts_dir, what="attempts directory")
+        sqlite_path = settings.database_location().sqlite_path
+        if sqlite_path is not None:
+            fixed += private_sqlite_files(sqlite_path, create=False)
+        for path, was in fixed:
+            log.warning("file_mode_fixed", path=str(path), was=was)
     db = open_database(settings, background_checkpoints=daemon)
     clock = clock or SystemClock()
     store = SqlTriggerStore(db)

@@ -24,7 +24,13 @@ others. Reading by its group is an operator's choice (the unit's
 `StateDirectoryMode=0750`, for operators in the service's group), and is kept."""
 
 
-def private_directory(path: Path, *, what: str) -> None:
+Fixed = list[tuple[Path, str]]
+"""The paths whose mode was fixed, each with the mode it had (octal): for the daemon
+to log (`file_mode_fixed`); a CLI command fixes them without a word on stderr, which
+carries its `--json` error document."""
+
+
+def private_directory(path: Path, *, what: str) -> Fixed:
     """Make `path` (and its parents) 0700 if missing; make it 0700 if it is open.
 
     Raises:
@@ -38,7 +44,7 @@ def private_directory(path: Path, *, what: str) -> None:
         raise ConfigError(f"cannot make the {what} {path}: {exc.strerror}", path=str(path)) from exc
     mode = stat.S_IMODE(found.st_mode)
     if not mode & OPEN_BITS:
-        return
+        return []
     if found.st_uid != os.geteuid():
         if mode & 0o022:
             raise ConfigError(
@@ -46,15 +52,15 @@ def private_directory(path: Path, *, what: str) -> None:
                 f"(mode {mode:o}); make it this user's, mode 700",
                 path=str(path),
             )
-        return
+        return []
     try:
         path.chmod(DIRECTORY_MODE)
     except OSError as exc:
         raise ConfigError(f"cannot make the {what} {path} mode 700: {exc.strerror}") from exc
-    _fixed(path, mode, DIRECTORY_MODE)
+    return [(path, f"{mode:o}")]
 
 
-def private_sqlite_files(path: Path, *, create: bool) -> None:
+def private_sqlite_files(path: Path, *, create: bool) -> Fixed:
     """Create the database file 0600 when `create` and it is missing (SQLite gives
     its `-wal` and `-shm` the mode of the database file), and make those that are
     open 0600, saying so."""
@@ -64,7 +70,8 @@ def private_sqlite_files(path: Path, *, create: bool) -> None:
         except FileExistsError:
             pass
         except OSError:
-            return  # the open that follows says why
+            return []  # the open that follows says why
+    fixed: Fixed = []
     for suffix in SQLITE_SUFFIXES:
         file = path.with_name(path.name + suffix)
         try:
@@ -72,15 +79,7 @@ def private_sqlite_files(path: Path, *, create: bool) -> None:
             mode = stat.S_IMODE(found.st_mode)
             if mode & OPEN_BITS and found.st_uid == os.geteuid():
                 file.chmod(FILE_MODE)
-                _fixed(file, mode, FILE_MODE)
+                fixed.append((file, f"{mode:o}"))
         except OSError:
             continue  # absent, or not ours: SQLite's open says what matters
-
-
-def _fixed(path: Path, was: int, now: int) -> None:
-    # Logging loads only when a mode was fixed: a query's start stays light.
-    import structlog  # noqa: PLC0415
-
-    structlog.get_logger().warning(
-        "file_mode_fixed", path=str(path), was=f"{was:o}", now=f"{now:o}"
-    )
+    return fixed

@@ -326,6 +326,7 @@ def claim_backfill(
     """
     from triggers.scheduler.backfill import (  # noqa: PLC0415
         BACKFILL_CAP,
+        BACKFILL_MAX,
         BackfillResult,
         backfill_items,
         plan_backfill,
@@ -351,9 +352,14 @@ def claim_backfill(
         schedule = _compile(trigger.spec)
         count = count_occurrences(schedule, after=start_at - _TICK, until=end_at)
         if count > cap:
+            advice = (
+                f"pass --max {count} to allow it"
+                if count <= BACKFILL_MAX
+                else f"backfill it in parts of at most {BACKFILL_MAX} (the most --max allows)"
+            )
             raise BackfillTooLargeError(
                 f"backfill of {trigger_id!r} from {iso(start_at)} to {iso(end_at)} covers "
-                f"{count} occurrences, more than the cap of {cap}; pass --max {count} to allow it",
+                f"{count} occurrences, more than the cap of {cap}; {advice}",
                 trigger_id=trigger_id,
                 count=count,
                 cap=cap,

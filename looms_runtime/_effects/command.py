@@ -24,7 +24,12 @@ from typing import Any
 from looms_runtime._cancel import CancelToken
 from looms_runtime._effects import attempts
 from looms_runtime._effects.context import EffectContext
-from looms_runtime._effects.secrets import SecretUnavailableError, read_secrets, redacted
+from looms_runtime._effects.secrets import (
+    SecretUnavailableError,
+    read_secrets,
+    redacted,
+    secret_values,
+)
 from looms_runtime._effects.supervisor_client import Channel, Supervisor, SupervisorUnavailable
 from looms_runtime._history.definitions import CommandStep
 from looms_runtime._history.outcome import EffectResult
@@ -170,11 +175,7 @@ def adopt(
         if reply is None or reply.get("op") != "watching":
             channel.close()
             channel = None
-    values: dict[str, str] = {}
-    if step is not None:
-        with contextlib.suppress(SecretUnavailableError):
-            values = read_secrets(step)
-    return _outcome(path, ids, _wait(path, channel, token, detach), values)
+    return _outcome(path, ids, _wait(path, channel, token, detach), secret_values(step))
 
 
 def _spec(

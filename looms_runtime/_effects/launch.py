@@ -127,11 +127,16 @@ class EffectRunner:
         path: Path,
         ids: Mapping[str, Any],
         on_done: Callable[[EffectResult], None],
+        *,
+        step: CommandStep | None = None,
     ) -> CancelToken:
-        """Wait for a command attempt a previous owner started and that still runs."""
+        """Wait for a command attempt a previous owner started and that still runs
+        (`step`: its definition, whose secrets are redacted from its outcome)."""
         token = CancelToken()
         self._submit(
-            lambda: adopt(path, dict(ids), token, detach=self._detach, supervisor=self.supervisor),
+            lambda: adopt(
+                path, dict(ids), token, detach=self._detach, supervisor=self.supervisor, step=step
+            ),
             ids,
             token,
             on_done,

@@ -53,6 +53,16 @@ def read_secrets(step: CommandStep) -> dict[str, str]:
     return values
 
 
+def secret_values(step: CommandStep | None) -> dict[str, str]:
+    """The secrets of `step` that can be read now (for redaction; none when None)."""
+    if step is None or not step.secrets:
+        return {}
+    try:
+        return read_secrets(step)
+    except SecretUnavailableError:
+        return {}
+
+
 def _path_of(name: str, source: Mapping[str, str]) -> Path:
     if "file" in source:
         return Path(source["file"])

@@ -27,8 +27,9 @@ import structlog
 from looms_runtime._effects import attempts
 from looms_runtime._effects.command import result_of
 from looms_runtime._effects.launch import EffectRunner
+from looms_runtime._effects.secrets import redacted, secret_values
 from looms_runtime._engine.attempts import effect_context
-from looms_runtime._history.definitions import EffectStep, StepsFlow
+from looms_runtime._history.definitions import CommandStep, EffectStep, StepsFlow
 from looms_runtime._history.events import NewEvent
 from looms_runtime._history.fold import EffectState, RunState, fold
 from looms_runtime._history.outcome import EffectResult
@@ -84,10 +85,13 @@ def reattach(
             else attempts.Unknown("it ran before attempts were supervised")
         )
         bound = structlog.contextvars.bound_contextvars(**ids)
+        step = _command_step(run, effect)
         if isinstance(found, attempts.Finished):
             with bound:
                 log.info("effect_outcome_recovered", ok=found.result.get("ok"))
-            recorded = outcome_events(state, run.flow, result_of(found.result, ids), now_ms=now_ms)
+            # Its secrets, read again now, leave what it printed before it is recorded.
+            result = result_of(redacted(found.result, secret_values(step)), ids)
+            recorded = outcome_events(state, run.flow, result, now_ms=now_ms)
             events.extend(recorded)
             state = fold(recorded, state)
             slot.discard.append(path)
@@ -95,7 +99,7 @@ def reattach(
             assert path is not None  # noqa: S101 - Running needs a directory
             with bound:
                 log.info("effect_adopted", supervisor_pid=found.supervisor_pid)
-            token = runner.adopt(path, ids, on_done)
+            token = runner.adopt(path, ids, on_done, step=step)
             slot.attempts[effect.effect_id] = Attempt(token, path)
         elif isinstance(found, attempts.NeverStarted):
             assert path is not None  # noqa: S101 - NeverStarted needs a directory
@@ -118,6 +122,15 @@ def reattach(
             events.extend(recorded)
             state = fold(recorded, state)
     return Reattached(events=events, state=state)
+
+
+def _command_step(run: LoadedRun, effect: EffectState) -> CommandStep | None:
+    """The command step of a dispatched effect, for its secrets (None: not one)."""
+    flow = run.flow
+    if not isinstance(flow, StepsFlow) or effect.step_index >= len(flow.steps):
+        return None
+    step = flow.steps[effect.step_index]
+    return step if isinstance(step, CommandStep) else None
 
 
 def _restart(

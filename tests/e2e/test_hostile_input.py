@@ -83,3 +83,22 @@ def test_daemon_reloading_a_50000_deep_file_keeps_its_last_good_declarations(
         assert _ids(cli) == ["kept"]
     finally:
         assert stop(daemon) == 0
+
+
+def test_a_count_or_time_past_its_range_is_exit_2_naming_it(cli: Cli, tmp_path: Path) -> None:
+    (tmp_path / "good.yaml").write_text(GOOD)
+    cli.run("apply", str(tmp_path / "good.yaml"))
+    far = cli.run("next", "kept", "--after", "9999-12-31T23:59:59Z", check=False)
+    assert far.returncode == 2, far.stderr  # it was exit 1, an internal OverflowError
+    assert "'9999-12-31T23:59:59Z' is out of range" in far.stderr
+    too_many = cli.run(
+        "backfill", "kept", "--from", "2026-01-01", "--to", "now", "--max", "100001", check=False
+    )
+    assert too_many.returncode == 2
+    assert "--max" in too_many.stderr
+    huge = cli.run(
+        "backfill", "kept", "--from", "1900-01-01", "--to", "now", "--max", "100000", check=False
+    )
+    assert huge.returncode == 2
+    assert "in parts of at most 100000" in huge.stderr
+    assert cli.json("history", "kept") == []  # nothing was claimed

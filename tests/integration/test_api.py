@@ -223,6 +223,8 @@ def test_bad_input_answers_the_cli_codes_and_messages(api: Api) -> None:
         ("POST", "/triggers/nightly/fire", {"note": "a\x00b"}, 400, "TRG-116", None),
         ("GET", "/nothing-here", None, 404, "TRG-116", None),
         ("DELETE", "/triggers", None, 405, "TRG-116", None),
+        ("GET", "/history?since=", None, 400, "TRG-116", "query parameter 'since' is empty"),
+        ("GET", "/runs/r/logs?step=", None, 400, "TRG-116", "query parameter 'step' is empty"),
     ]
     for method, path, body, status, code, message in cases:
         response = api.writer.request(method, path, json=body)
@@ -242,6 +244,12 @@ def test_bad_input_answers_the_cli_codes_and_messages(api: Api) -> None:
     chunked = api.writer.post("/triggers/nightly/fire", content=chunks)
     assert "content-length" not in chunked.request.headers
     assert _error(chunked, 413)["code"] == "TRG-116"
+    # The published schema refuses the empty values the server refuses.
+    document = api.get("/openapi.json")
+    [since] = [p for p in document["paths"]["/api/v1/history"]["get"]["parameters"]
+               if p["name"] == "since"]  # fmt: skip
+    assert since["schema"]["type"] == "string"
+    assert since["schema"]["minLength"] == 1
     wrong_method = api.writer.delete("/triggers")
     assert wrong_method.headers["allow"] == "GET"  # a 405 says what the path takes
 

@@ -14,11 +14,10 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from structlog.testing import capture_logs
 
 from looms_runtime._effects.attempts import RESULT, read_result
 from triggers.errors import ConfigError
-from triggers.file_modes import private_directory
+from triggers.file_modes import private_directory, private_sqlite_files
 from triggers.locations import DatabaseLocation
 from triggers.store.database import open_database
 
@@ -54,16 +53,22 @@ def test_a_new_state_directory_and_database_are_private_under_umask_022(tmp_path
         db.dispose()
 
 
-def test_an_open_state_directory_and_database_are_fixed_saying_so(tmp_path: Path) -> None:
+def test_an_open_state_directory_and_database_are_fixed_saying_what_they_were(
+    tmp_path: Path,
+) -> None:
     path = tmp_path / "state" / "triggers.sqlite"
     open_database(_embedded(path), create=True).dispose()
     path.parent.chmod(0o777)
     path.chmod(0o644)
-    with capture_logs() as logs:
-        open_database(_embedded(path)).dispose()
+    fixed = private_directory(path.parent, what="state directory")
+    fixed += private_sqlite_files(path, create=False)
+    assert fixed == [(path.parent, "777"), (path, "644")]  # what the daemon logs
     assert (_mode(path.parent), _mode(path)) == (0o700, 0o600)
-    fixed = {(e["path"], e["was"]) for e in logs if e["event"] == "file_mode_fixed"}
-    assert fixed == {(str(path.parent), "777"), (str(path), "644")}
+    path.parent.chmod(0o750)  # the shipped unit's StateDirectoryMode: its group reads
+    assert private_directory(path.parent, what="state directory") == []
+    path.chmod(0o666)
+    open_database(_embedded(path)).dispose()  # any command fixes it too, silently
+    assert _mode(path) == 0o600
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another user needs root")

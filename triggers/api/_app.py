@@ -91,10 +91,13 @@ cannot), and a request with one is refused (400)."""
 
 
 def _without_nul(schema: dict[str, Any]) -> None:
-    """Document `NO_NUL` on a parameter's free text (its schema, or its list's items)."""
+    """Document `NO_NUL` and a length of at least one on a parameter's text (its
+    schema, or its list's items)."""
     for part in (schema, schema.get("items", {}), *schema.get("anyOf", [])):
         if part.get("type") == "string" and not {"pattern", "enum", "format"} & part.keys():
             part["pattern"] = NO_NUL
+        if part.get("type") == "string":
+            part.setdefault("minLength", 1)  # an empty value is refused (400), as documented
         if part is not schema and part.get("type") == "array":
             _without_nul(part)
 

@@ -121,6 +121,10 @@ def _misused_query(request: Request, known: list[str], repeatable: set[str]) -> 
             return UsageError(
                 f"query parameter {name!r} holds a NUL character (0x00)", parameter=name
             )
+    for name, value in given.multi_items():
+        if name in known and not value:
+            # `since=` names no time and `step=` no step: refused, never read as "any".
+            return UsageError(f"query parameter {name!r} is empty", parameter=name)
     for name in given:
         if name not in known:
             return UsageError(

@@ -119,7 +119,9 @@ def backfill(
     end: Annotated[str, typer.Option("--to", help="Last instant of the range (inclusive).")],
     max_count: Annotated[
         int | None,
-        typer.Option("--max", min=1, help="Allow up to N occurrences (default cap: 1000)."),
+        typer.Option(
+            "--max", min=1, max=100_000, help="Allow up to N occurrences (default cap: 1000)."
+        ),
     ] = None,
     overlap: Annotated[
         str | None, typer.Option(help="Overlap policy for these occurrences (default buffer_all).")

@@ -23,6 +23,8 @@ from triggers.store.protocol import Claim, ClaimRequest, ClaimResult, RangePiece
 
 BACKFILL_CAP = 1000
 """The most occurrences one backfill dispatches unless told otherwise (`--max`)."""
+BACKFILL_MAX = 100_000
+"""The most `--max` allows: a larger range is backfilled in parts."""
 
 _TICK = timedelta(microseconds=1)  # turns an inclusive bound into the exclusive one spans take
 _CARVABLE = frozenset({Outcome.MISSED, Outcome.SKIPPED})

@@ -89,3 +89,28 @@ def test_an_attempt_dispatched_but_never_started_is_started_not_called_ambiguous
     assert lines(log) == ["start 1", "end 1"]
     types = [e.type for e in second.get_events(run_id)]
     assert types == ["run_started", "effect_dispatched", "effect_succeeded", "run_completed"]
+
+
+@pytest.mark.timeout(60)
+def test_an_adopted_attempts_output_has_its_secrets_redacted(
+    make_runtime: MakeRuntime, tmp_path: Path
+) -> None:
+    log, release, attempts = tmp_path / "log", tmp_path / "release", tmp_path / "attempts"
+    secret = tmp_path / "secret"
+    secret.write_text("hunter2-the-password\n")
+    definition = held(log, release)
+    step = definition["steps"][0]
+    step["argv"][-1] += '; echo "pw=$PW"'
+    step["secrets"] = {"PW": {"file": str(secret)}}
+    first = make_runtime(owner="first", attempts_dir=attempts, lease=timedelta(seconds=1))
+    first.start()
+    run_id = start(first, definition)
+    wait_for(lambda: lines(log) == ["start 1"])
+    first.close(timeout=30)
+    second = make_runtime(owner="second", attempts_dir=attempts)
+    second.start()
+    release.touch()
+
+    assert second.wait_settled(run_id, 30).status == "completed"
+    [done] = [e for e in second.get_events(run_id) if e.type == "effect_succeeded"]
+    assert done.payload["output"]["stdout"] == "pw=[secret PW]\n"
