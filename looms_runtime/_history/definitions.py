@@ -56,6 +56,11 @@ class CommandStep(EffectStep):
     argv: tuple[str, ...]
     env: Mapping[str, str] = field(default_factory=dict)
     cwd: str | None = None
+    env_inherit: tuple[str, ...] = ()
+    """Variables of the runtime's own environment passed on, though its step
+    environment leaves them out."""
+    secrets: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    """Variables read when an attempt starts: `{"file": PATH}` or `{"credential": NAME}`."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

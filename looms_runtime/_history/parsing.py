@@ -34,7 +34,7 @@ _REF = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Za-z_
 _COMMON = {"id", "type", "needs"}
 _EFFECT = {"timeout_s", "retry", "idempotent"}
 _KEYS: dict[str, set[str]] = {
-    "command": _COMMON | _EFFECT | {"argv", "env", "cwd"},
+    "command": _COMMON | _EFFECT | {"argv", "env", "cwd", "env_inherit", "secrets"},
     "http": _COMMON | _EFFECT | {"url", "method", "headers", "body", "expect_status"},
     "python": _COMMON | _EFFECT | {"ref"},
     "sleep": _COMMON | {"duration_s"},
@@ -188,6 +188,8 @@ def _step(raw: object, path: str, problems: _Problems) -> StepDef | None:
             argv=_argv(raw.get("argv"), f"{path}.argv", problems),
             env=_str_map(raw.get("env"), f"{path}.env", problems),
             cwd=_optional_str(raw.get("cwd"), f"{path}.cwd", problems),
+            env_inherit=tuple(_names(raw.get("env_inherit"), f"{path}.env_inherit", problems)),
+            secrets=_secrets(raw.get("secrets"), f"{path}.secrets", problems),
         )
     if kind == "http":
         return _http(raw, path, common, problems)
@@ -325,6 +327,35 @@ def _str_map(raw: object, path: str, problems: _Problems) -> dict[str, str]:
         problems.add(path, "must be an object of strings")
         return {}
     return dict(raw)
+
+
+def _names(raw: Any, path: str, problems: _Problems) -> list[str]:
+    if raw is None:
+        return []
+    if not isinstance(raw, list) or not all(isinstance(name, str) and name for name in raw):
+        problems.add(path, "must be a list of variable names")
+        return []
+    return list(raw)
+
+
+def _secrets(raw: Any, path: str, problems: _Problems) -> dict[str, dict[str, str]]:
+    if raw is None:
+        return {}
+    shape = 'must map names to {"file": PATH} or {"credential": NAME}'
+    if not isinstance(raw, Mapping):
+        problems.add(path, shape)
+        return {}
+    found: dict[str, dict[str, str]] = {}
+    for name, source in raw.items():
+        if not isinstance(name, str) or not isinstance(source, Mapping) or len(source) != 1:
+            problems.add(path, shape)
+            return {}
+        [(key, value)] = source.items()
+        if key not in {"file", "credential"} or not isinstance(value, str) or not value:
+            problems.add(f"{path}.{name}", shape)
+            return {}
+        found[name] = {key: value}
+    return found
 
 
 def _ref(raw: object, path: str, problems: _Problems) -> str:

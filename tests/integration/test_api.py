@@ -81,6 +81,9 @@ def test_queries_answer_the_documents_of_the_cli(api: Api) -> None:
         {"occurrence": "2026-03-30T00:30:00.000Z", "local": "2026-03-30T02:30:00+02:00"},
     ]
     assert [u["dst"] is not None for u in upcoming] == [True, False]  # 02:30 did not exist
+    far = api.reader.get("/triggers/nightly/next", params={"after": "9999-12-31T23:59:59Z"})
+    assert far.status_code == 400, far.text  # it was a 500 (OverflowError)
+    assert "out of range" in far.json()["error"]["message"]
 
     api.post("/triggers/nightly/fire", {"key": "one"})
     rows = [fire_json(r) for r in store.history(HistoryQuery(limit=10))]
@@ -234,6 +237,13 @@ def test_bad_input_answers_the_cli_codes_and_messages(api: Api) -> None:
     assert _error(broken, 400)["code"] == "TRG-116"
     huge = api.writer.post("/triggers/nightly/fire", content=b"x" * (2 * 1024 * 1024))
     assert _error(huge, 413)["code"] == "TRG-116"
+    # Chunked, without a length: refused once past the limit, 413 too (it was a 400).
+    chunks = (b"x" * 65536 for _ in range(800))  # 50 MiB
+    chunked = api.writer.post("/triggers/nightly/fire", content=chunks)
+    assert "content-length" not in chunked.request.headers
+    assert _error(chunked, 413)["code"] == "TRG-116"
+    wrong_method = api.writer.delete("/triggers")
+    assert wrong_method.headers["allow"] == "GET"  # a 405 says what the path takes
 
 
 def test_an_unknown_token_is_401_and_a_read_token_cannot_write(api: Api) -> None:

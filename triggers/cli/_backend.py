@@ -196,12 +196,15 @@ def open_runtime() -> Iterator[RuntimeSession]:
 def open_database_for_upgrade() -> Database:
     """The database for `db upgrade`: created when it is the embedded default."""
     from triggers.errors import ConfigError  # noqa: PLC0415
+    from triggers.file_modes import private_directory, private_sqlite_files  # noqa: PLC0415
     from triggers.store.database import Database  # noqa: PLC0415
 
     found = location()
     path = found.sqlite_path
-    if path is not None and not path.parent.is_dir():
-        if not found.embedded:
+    if path is not None:
+        if found.embedded:
+            private_directory(path.parent, what="state directory")
+        elif not path.parent.is_dir():
             raise ConfigError(f"the directory of the SQLite database {path} does not exist")
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_sqlite_files(path, create=True)
     return Database(found.url)

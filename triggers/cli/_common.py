@@ -140,6 +140,8 @@ def fire_table_row(record: FireRecord) -> list[Any]:
     reason = record.reason.value if record.reason else None
     if record.blocked_by:
         reason = f"{reason} by {record.blocked_by}"
+    if record.reason_detail:
+        reason = f"{reason} {record.reason_detail}"
     return [
         occurrence,
         record.trigger_id,

@@ -138,11 +138,24 @@ class Dispatcher:
                     )
                 )
                 after = missed.last_at
-            revision = trigger.revision
-            requests += [
-                ClaimRequest(trigger_id=trigger_id, occurrence_at=at, expected_revision=revision)
-                for at in plan.dispatch
-            ]
+            revision, calendars = trigger.revision, entry.calendars
+            if calendars is None:
+                requests += [
+                    ClaimRequest(
+                        trigger_id=trigger_id, occurrence_at=at, expected_revision=revision
+                    )
+                    for at in plan.dispatch
+                ]
+            else:
+                requests += [
+                    ClaimRequest(
+                        trigger_id=trigger_id,
+                        occurrence_at=at,
+                        expected_revision=revision,
+                        excluded_by=calendars.exclusion(at),
+                    )
+                    for at in plan.dispatch
+                ]
         stale = self.record_ranges(ranges, report) if ranges else set()
         if stale:
             requests = [r for r in requests if r.trigger_id not in stale]

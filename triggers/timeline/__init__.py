@@ -28,7 +28,8 @@ steps as thin bars under its bar, so a graph flow's branches show side by side.
 Daemon downtime is hatched across every lane; the time after now is lighter.
 `render_svg`, `render_png` and `render_text` return the picture;
 `render_file` writes it. matplotlib is imported only when a picture is drawn, and is
-an optional dependency (`pip install 'triggers[pictures]'`; `pictures_available`).
+an optional dependency (`pip install 'triggers[pictures]'`; `pictures_available`);
+`render_web_svg` draws the same lanes as plain SVG markup without it (a web page's).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from triggers.timeline._input import Branch, Downtime, DstChange, Timeline
 from triggers.timeline._lanes import Lane, lanes
 from triggers.timeline._plot import pictures_available, render_png, render_svg
 from triggers.timeline._text import render_text
+from triggers.timeline._web import render_web_svg
 from triggers.timeline._zones import dst_changes
 
 __all__ = [
@@ -58,6 +60,7 @@ __all__ = [
     "render_png",
     "render_svg",
     "render_text",
+    "render_web_svg",
 ]
 
 PICTURE_SUFFIXES = (".svg", ".png")
