@@ -122,6 +122,9 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         for _ in range(args.daemons)
     ]
     time.sleep(args.warmup)
+    # The window opens once the daemons fire, however long a busy machine takes to
+    # start them (migrate, apply, first tick), not after a fixed time.
+    _wait_for_launches(url, args.triggers, deadline=time.monotonic() + args.ready_timeout)
     load = [round(os.getloadavg()[0], 2)]
     cpu_start = sum(cpu_seconds(d.pid) for d in daemons)
     workers_start = [workers_cpu_seconds(d.pid) for d in daemons]
@@ -205,6 +208,29 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     return result
 
 
+def _wait_for_launches(url: str, triggers: int, *, deadline: float) -> None:
+    """Until the ledger holds a launched fire of every trigger (or `deadline` passes)."""
+    engine = sa.create_engine(url)
+    try:
+        while time.monotonic() < deadline:
+            try:
+                with engine.connect() as conn:
+                    found = conn.execute(
+                        sa.text(
+                            "SELECT COUNT(DISTINCT trigger_id) FROM fires "
+                            "WHERE launched_at IS NOT NULL"
+                        )
+                    ).scalar_one()
+            except sa.exc.DBAPIError:
+                found = 0  # no schema yet: the daemon is still migrating
+            if found >= triggers:
+                return
+            time.sleep(0.2)
+        raise SystemExit("no fire of every trigger launched within --ready-timeout")
+    finally:
+        engine.dispose()
+
+
 def _step_starts(path: Path) -> dict[str, float]:
     """run id -> when its step started (epoch ms), from the steps' own log."""
     found: dict[str, float] = {}
@@ -239,6 +265,12 @@ def main() -> None:
     parser.add_argument("--triggers", type=int, default=100)
     parser.add_argument("--seconds", type=float, default=30)
     parser.add_argument("--warmup", type=float, default=5)
+    parser.add_argument(
+        "--ready-timeout",
+        type=float,
+        default=300,
+        help="after the warm-up, how long to wait for every trigger's first launch",
+    )
     parser.add_argument("--daemons", type=int, default=1)
     parser.add_argument("--database-url")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")

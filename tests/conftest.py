@@ -10,6 +10,7 @@ run instead.
 
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 import uuid
@@ -64,6 +65,22 @@ def _pg_admin() -> sa.Engine:
 
 def _worker() -> str:
     return os.environ.get("PYTEST_XDIST_WORKER", "main")
+
+
+@pytest.fixture(autouse=True)
+def _collector_as_found() -> Iterator[None]:
+    """Each test leaves the garbage collector as it found it.
+
+    A daemon run in-process freezes what its start-up made (`gc.freeze`) and leaves
+    it frozen; without this, a later test in the same worker met a collector with
+    hundreds of thousands of frozen objects (and a simulation that leaves frozen what
+    the process froze)."""
+    enabled, frozen = gc.isenabled(), gc.get_freeze_count()
+    yield
+    if frozen == 0 and gc.get_freeze_count() > 0:
+        gc.unfreeze()
+    if enabled and not gc.isenabled():
+        gc.enable()
 
 
 @pytest.fixture(scope="session")

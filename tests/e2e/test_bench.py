@@ -76,10 +76,22 @@ def test_simulate_reports_simulated_days_and_occurrences_per_second() -> None:
 
 
 def test_fire_latency_reports_launches_and_step_starts() -> None:
-    # A warm-up a loaded machine can start a daemon in (it migrates, applies, ticks).
-    found = bench("fire_latency.py", "--triggers", "3", "--seconds", "3", "--warmup", "8", "--json")
+    # The window opens once every trigger has launched (the script waits for that,
+    # however long a loaded machine takes to start the daemon), so some of it launch.
+    found = bench(
+        "fire_latency.py",
+        "--triggers",
+        "3",
+        "--seconds",
+        "3",
+        "--warmup",
+        "1",
+        "--ready-timeout",
+        "150",
+        "--json",
+    )
     assert found["triggers"] == 3
-    assert found["launched"] == found["expected"] > 0
+    assert 0 < found["launched"] <= found["expected"]
     for key in ("launch_ms_p99", "step_start_ms_p99", "cpu_percent_of_core", "rss_mb"):
         assert isinstance(found[key], int | float), key
     assert 0 <= found["within_50ms"] <= found["within_1s"] <= 1

@@ -213,6 +213,9 @@ def test_years_of_a_weekly_trigger_keep_every_occurrence() -> None:
 
 def test_a_simulation_leaves_the_collector_on_and_its_ledger_old() -> None:
     scenario = Scenario(specs=[spec("hourly", every=HOUR)], start_at=T0, end_at=T0 + 30 * DAY)
+    # This test owns the collector's state it asserts: a daemon another test ran in
+    # this process may have frozen its start-up (`gc.freeze`), even after that test.
+    gc.unfreeze()
     gc.collect()
     result = simulate(scenario)
 
