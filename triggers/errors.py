@@ -13,7 +13,8 @@ Class tree (codes never renumbered or reused)::
     │   ├── BackfillTooLargeError     TRG-114  exit 2   a backfill range above the cap
     │   ├── UnknownRunError           TRG-115  exit 2   no run with that id
     │   ├── UsageError                TRG-116  exit 2   a command line that does not parse
-    │   └── OutputFileError           TRG-117  exit 2   a picture file that cannot be written
+    │   ├── OutputFileError           TRG-117  exit 2   a picture file that cannot be written
+    │   └── SignalRefusedError        TRG-118  exit 2   a signal no step of the run waits for (409)
     ├── ScheduleError                 TRG-200  exit 2   a cron expression or time zone is invalid
     ├── StoreError                    TRG-300  exit 1
     │   ├── StoreUnavailableError     TRG-301  exit 75  the database cannot be reached
@@ -135,6 +136,13 @@ class OutputFileError(InputError):
     """A picture file (`timeline --output FILE`) of an unknown kind or that cannot be written."""
 
     code = "TRG-117"
+
+
+class SignalRefusedError(InputError):
+    """A signal to a settled run, or one that no step of the run waits for, now or later
+    in its flow as declared; `details` name what the run waits for (HTTP 409)."""
+
+    code = "TRG-118"
 
 
 class ScheduleError(TriggersError):

@@ -232,6 +232,9 @@ class StatusReport:
     """Runs waiting for an operator (the runtime's `parked` runs)."""
     blocked: list[str] = field(default_factory=list)
     """Triggers a parked run holds (no new launch until it is retried or cancelled)."""
+    waiting_runs: list[tuple[Any, tuple[Any, ...]]] = field(default_factory=list)
+    """Runs waiting in a `sleep` or `wait_signal` step, with their waits (not a problem:
+    a signal may be what someone is about to send)."""
 
     @property
     def alive(self) -> int:
@@ -256,6 +259,7 @@ def status_report(
     now: datetime,
     poll_interval: timedelta,
     parked_runs: Sequence[Any],
+    waiting_runs: Sequence[tuple[Any, tuple[Any, ...]]] = (),
 ) -> StatusReport:
     """Gather `status` from the store (heartbeats, triggers, occurrence counts)."""
     triggers = [row for row in store.list_triggers() if isinstance(row, Trigger)]
@@ -272,6 +276,7 @@ def status_report(
         },
         occurrences=store.occurrence_counts(),
         parked_runs=list(parked_runs),
+        waiting_runs=list(waiting_runs),
         blocked=sorted(t.id for t in triggers if t.blocked_by and not t.retired),
     )
 

@@ -137,9 +137,10 @@ def test_a_signal_over_http_resumes_a_waiting_run(api: Api) -> None:
         "the run to wait for its signal",
     )
     assert api.get(f"/runs/{run_id}")["status"] == "active"
-    api.post(f"/runs/{run_id}/signal", {"name": "later", "key": "k0"})  # kept, not waited for
-    conflict = api.writer.post(f"/runs/{run_id}/signal", json={"name": "go", "key": "k0"})
-    assert _error(conflict, 409)["code"] == "LMS-407"
+    # No step waits for it, now or later: refused, naming what the run waits for.
+    misspelt = _error(api.writer.post(f"/runs/{run_id}/signal", json={"name": "later"}), 409)
+    assert misspelt["code"] == "TRG-118" and misspelt["details"]["awaited"] == ["go"]
+    assert f"waiting for signal 'go': triggers runs signal {run_id} go" in misspelt["message"]
 
     sent = api.post(f"/runs/{run_id}/signal", {"name": "go", "payload": {"ok": True}, "key": "k1"})
     assert sent["run_id"] == run_id
@@ -151,7 +152,9 @@ def test_a_signal_over_http_resumes_a_waiting_run(api: Api) -> None:
     [attempt] = api.get(f"/runs/{run_id}/logs", step="after")
     assert (attempt["outcome"], attempt["stdout"]) == ("succeeded", "resumed\n")
     again = api.post(f"/runs/{run_id}/signal", {"name": "go", "payload": {"ok": True}, "key": "k1"})
-    assert again["status"] == "completed"
+    assert again["status"] == "completed"  # a repeat of a signal it took answers as the first
+    late = _error(api.writer.post(f"/runs/{run_id}/signal", json={"name": "go"}), 409)
+    assert late["message"] == f"run {run_id} is completed: it waits for no signal any more"
     entry = api.get("/audit-log", run=run_id)[-2]
     assert (entry["action"], entry["trigger_id"], entry["user"]) == ("signal", "gated", "api:ci")
     assert "ok" not in json.dumps(entry)  # a payload is the caller's data, never kept

@@ -22,6 +22,7 @@ _CONFLICT = (
     errors.WatermarkMovedError,
     errors.LedgerChangedError,
     errors.DuplicateOccurrenceError,
+    errors.SignalRefusedError,
     looms.EffectNotRetryableError,
     looms.SignalConflictError,
     looms.StartConflictError,

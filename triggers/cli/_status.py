@@ -11,7 +11,7 @@ import typer
 
 from triggers.cli._app import app, options
 from triggers.cli._backend import location, open_reads, poll_interval_setting
-from triggers.cli._common import clock, errors, output_of, shown
+from triggers.cli._common import clock, errors, output_of, quiet_logging, shown
 from triggers.cli._output import JsonOpt, OutputOpt, emit, listing, table
 from triggers.documents import entry_json, status_json
 from triggers.errors import ExitCode
@@ -29,6 +29,7 @@ def status(as_json: JsonOpt = False, output: OutputOpt = None) -> None:
     Exit 0 when healthy; 3 when no daemon is alive or a run waits for an operator."""
     from triggers import __version__  # noqa: PLC0415
     from triggers.inspection import status_report  # noqa: PLC0415
+    from triggers.waits import waiting_runs  # noqa: PLC0415
 
     shape = output_of(as_json, output)
     with errors(shape):
@@ -39,6 +40,7 @@ def status(as_json: JsonOpt = False, output: OutputOpt = None) -> None:
                 now=clock.now(),
                 poll_interval=poll_interval,
                 parked_runs=reads.runs.list_runs(status="parked", limit=1000),
+                waiting_runs=waiting_runs(reads.runs, prepare=quiet_logging),
             )
         document = status_json(report) | {
             "version": __version__,
@@ -79,6 +81,13 @@ def _status_text(document: dict[str, Any], report: StatusReport) -> None:
     for run in report.parked_runs:
         trigger = run.attributes.get("trigger_id") or "-"
         write(f"parked run {run.run_id} (trigger {trigger}): triggers runs show {run.run_id}\n")
+    from triggers.waits import waiting_text  # noqa: PLC0415
+
+    for run, waits in report.waiting_runs:
+        trigger = run.attributes.get("trigger_id") or "-"
+        for wait in waits:
+            text = waiting_text(run.run_id, wait, show=shown)
+            write(f"run {run.run_id} (trigger {trigger}) {text}\n")
 
 
 @app.command("audit-log")
