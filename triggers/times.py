@@ -2,11 +2,12 @@
 
 Accepted: `now`; `today`, `yesterday`, `tomorrow` (midnight); a duration from now,
 `+1h`, `in 1h`, `-2h` or `2h ago` (the grammar of `triggers.durations`); ISO-8601,
-`2026-01-01`, `2026-01-01T02:30`, `2026-01-01T02:30:00Z` or with an offset. A time
-without an offset, and midnight, are UTC unless `--local` is given (the HTTP API
-has no such option): then they are the local time of this machine (`TZ`, else the
-system zone). Tables show times in UTC (`Z`) by default and in local time with
-`--local`; JSON is always UTC.
+`2026-01-01`, `2026-01-01T02:30`, `2026-01-01T02:30:00Z` or with an offset; a bare
+time of day, `01:54` or `01:54:30`, is the last such time (today's, or yesterday's
+when today's is still to come). A time without an offset, midnight and a time of day
+are UTC unless `--local` is given (the HTTP API has no such option): then they are
+the local time of this machine (`TZ`, else the system zone). Tables show times in
+UTC (`Z`) by default and in local time with `--local`; JSON is always UTC.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ _DAYS = {"today": 0, "yesterday": -1, "tomorrow": 1}
 # The duration keeps its case: `5M` is not a duration (`M` is no unit), as everywhere.
 _AGO = re.compile(r"(?P<amount>.+?)\s+ago", re.IGNORECASE)
 _IN = re.compile(r"in\s+(?P<amount>.+)", re.IGNORECASE)
-_FORMS = "use 'now', 'today', '+1h', '2h ago', '-2h' or ISO-8601 like 2026-01-01T00:00:00Z"
+_FORMS = "use 'now', 'today', '01:54', '+1h', '2h ago', '-2h' or ISO-8601 like 2026-01-01T00:00:00Z"
+_TIME_OF_DAY = re.compile(r"(?P<hour>\d{1,2}):(?P<minute>\d{2})(?::(?P<second>\d{2}))?")
 
 
 def parse_time(text: str, *, now: datetime, local: bool = False) -> datetime:
@@ -40,6 +42,9 @@ def parse_time(text: str, *, now: datetime, local: bool = False) -> datetime:
         return now
     if word in _DAYS:
         return _midnight(now, local=local) + timedelta(days=_DAYS[word])
+    of_day = _TIME_OF_DAY.fullmatch(value)
+    if of_day is not None:
+        return _last_time_of_day(text, of_day, now=now, local=local)
     relative = _relative(value)
     if relative is not None:
         sign, amount = relative
@@ -68,6 +73,25 @@ def _relative(value: str) -> tuple[int, str] | None:
     if ahead:
         return 1, ahead.group("amount")
     return None
+
+
+def _last_time_of_day(text: str, found: re.Match[str], *, now: datetime, local: bool) -> datetime:
+    hour, minute, second = (int(found[name] or 0) for name in ("hour", "minute", "second"))
+    if hour > 23 or minute > 59 or second > 59:  # noqa: PLR2004
+        raise InvalidTimeError(f"cannot parse time {text!r}: no such time of day", value=text)
+    offset = timedelta(hours=hour, minutes=minute, seconds=second)
+    today = _at_wall_time(_midnight(now, local=local), offset, local=local)
+    if today <= now:
+        return today
+    return _at_wall_time(_midnight(now, local=local) - timedelta(days=1), offset, local=local)
+
+
+def _at_wall_time(midnight: datetime, offset: timedelta, *, local: bool) -> datetime:
+    """The instant `offset` of wall time after `midnight` (in local time with `local`)."""
+    if not local:
+        return midnight + offset
+    wall = midnight.astimezone().replace(tzinfo=None) + offset
+    return wall.astimezone().astimezone(UTC)
 
 
 def _midnight(now: datetime, *, local: bool) -> datetime:
