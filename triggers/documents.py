@@ -243,4 +243,5 @@ def daemon_json(view: DaemonView) -> dict[str, Any]:
         "last_tick_at": iso(view.beat.last_tick_at),
         "last_tick_age_s": round(view.age.total_seconds(), 3),
         "stopped_at": opt_iso(view.beat.stopped_at),
+        "replaced_by": view.replaced_by,
     }

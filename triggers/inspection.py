@@ -197,6 +197,9 @@ class DaemonView:
     """`alive`: ticked recently; `stale`: silent without a clean stop (dead or hung);
     `stopped`: stopped cleanly. Heartbeats are deleted a while after the last tick."""
     age: timedelta
+    replaced_by: str | None = None
+    """`HOST:PID` of the live daemon on the same host that started after this stale or
+    stopped one (a restart): `status` folds such daemons into one line."""
 
 
 def daemon_views(
@@ -217,7 +220,28 @@ def daemon_views(
         else:
             state = "stale"
         views.append(DaemonView(beat=beat, state=state, age=age))
-    return views
+    return [_with_successor(view, views) for view in views]
+
+
+def _with_successor(view: DaemonView, views: Sequence[DaemonView]) -> DaemonView:
+    if view.state == "alive":
+        return view
+    later = [
+        other.beat
+        for other in views
+        if other.state == "alive"
+        and other.beat.host == view.beat.host
+        and other.beat.started_at >= view.beat.started_at
+    ]
+    if not later:
+        return view
+    successor = min(later, key=lambda beat: beat.started_at)
+    return DaemonView(
+        beat=view.beat,
+        state=view.state,
+        age=view.age,
+        replaced_by=f"{successor.host}:{successor.pid}",
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -195,6 +195,24 @@ def test_step_output_runs_actions_and_a_truthful_status(cli: Cli, tmp_path: Path
         assert states == ["alive", "stale"]
     finally:
         assert stop(restarted) == 0
+    _replaced_daemons_fold_into_one_line(cli, config, tmp_path)
+
+
+def _replaced_daemons_fold_into_one_line(cli: Cli, config: Path, tmp_path: Path) -> None:
+    third = cli.daemon(config, tmp_path / "d3.log")
+    try:
+        wait_for(lambda: _status(cli)[0] == 0, timeout=30, what="the third daemon")
+        daemons = _status(cli)[1]["daemons"]
+        [alive] = [d for d in daemons if d["state"] == "alive"]
+        successor = f"{alive['host']}:{alive['pid']}"
+        assert sorted(d["replaced_by"] or "-" for d in daemons) == ["-", successor, successor]
+        text = cli.run("status").stdout
+        assert f"earlier daemons: 2 (1 stale, 1 stopped) replaced by {successor} (--all)" in text
+        assert text.count("daemon ") == 1  # only the live one has a line of its own
+        every = cli.run("status", "--all").stdout
+        assert every.count(f", replaced by {successor}") == 2
+    finally:
+        assert stop(third) == 0
 
 
 BRANCHES = textwrap.dedent(

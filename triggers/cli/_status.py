@@ -22,9 +22,18 @@ if TYPE_CHECKING:
 
 
 @app.command()
-def status(as_json: JsonOpt = False, output: OutputOpt = None) -> None:
+def status(
+    every: Annotated[
+        bool,
+        typer.Option(
+            "--all", help="Each daemon a live one replaced on its host too (one line else)."
+        ),
+    ] = False,
+    as_json: JsonOpt = False,
+    output: OutputOpt = None,
+) -> None:
     """The service's health: daemons (alive, stale, stopped), the database and why it is
-    this one, occurrences by outcome, runs waiting for an operator.
+    this one, occurrences by outcome, runs waiting for an operator or a signal.
 
     Exit 0 when healthy; 3 when no daemon is alive or a run waits for an operator."""
     from triggers import __version__  # noqa: PLC0415
@@ -50,24 +59,32 @@ def status(as_json: JsonOpt = False, output: OutputOpt = None) -> None:
         if shape.machine:
             emit(document, shape)
         else:
-            _status_text(document, report)
+            _status_text(document, report, every=every)
     if report.problems:
         raise typer.Exit(int(ExitCode.ATTENTION))
 
 
-def _status_text(document: dict[str, Any], report: StatusReport) -> None:
+def _status_text(document: dict[str, Any], report: StatusReport, *, every: bool) -> None:
     from triggers.durations import format_duration  # noqa: PLC0415
 
     write = sys.stdout.write
     verdict = "healthy" if not report.problems else "needs attention: " + "; ".join(report.problems)
     write(f"status: {verdict}\n")
     write(f"database: {document['database']} (from {document['database_source']})\n")
+    replaced: dict[str, list[str]] = {}
     for view in report.daemons:
+        if view.replaced_by is not None and not every:
+            replaced.setdefault(view.replaced_by, []).append(view.state)
+            continue
         age = format_duration(timedelta(seconds=int(max(view.age.total_seconds(), 0))))
+        successor = f", replaced by {view.replaced_by}" if view.replaced_by else ""
         write(
             f"daemon {view.beat.owner}: {view.state}, last tick {age} ago"
-            f" (version {view.beat.version})\n"
+            f" (version {view.beat.version}){successor}\n"
         )
+    for successor, states in replaced.items():
+        said = ", ".join(f"{states.count(s)} {s}" for s in ("stale", "stopped") if s in states)
+        write(f"earlier daemons: {len(states)} ({said}) replaced by {successor} (--all)\n")
     if not report.daemons:
         write("daemons: none has ever run on this database\n")
     counts = report.triggers
