@@ -19,6 +19,25 @@ from triggers.errors import SignalRefusedError
 
 Show = Callable[[datetime], str | None]
 
+DECISIONS = {
+    "retry": "run the step again: its first attempt may have done part of its work, or all",
+    "cancel": "cancel the run: the step is not run again, and the trigger launches again",
+}
+"""What each decision on a parked run means (`runs show` and the dashboard say it)."""
+
+
+def decision_lines(run_id: str, effects: Iterable[Any]) -> list[str]:
+    """The two commands that decide a parked run, each with what it means."""
+    lines = []
+    for effect in effects:
+        if effect.status in ("ambiguous", "timed_out"):
+            retry = f"triggers runs retry {run_id} {effect.effect_id}"
+            lines.append(f"{retry}: {DECISIONS['retry']}")
+    if lines:
+        lines.append(f"triggers runs cancel {run_id}: {DECISIONS['cancel']}")
+    return lines
+
+
 WAITS_READ = 200
 """Unsettled runs whose waits a listing reads at most (each is one fold of its log)."""
 

@@ -21,7 +21,7 @@ from triggers.cli._output import JsonOpt, Output, OutputOpt, emit, listing, tabl
 from triggers.documents import MAX_COUNT, plain, run_json, run_row_json
 from triggers.errors import InputError
 from triggers.step_output import attempt_outputs, step_attempts, step_states, tail
-from triggers.waits import waiting_text, waits_by_run
+from triggers.waits import decision_lines, waiting_text, waits_by_run
 
 RunArg = Annotated[str, typer.Argument(metavar="RUN_ID")]
 NoteOpt = Annotated[str | None, typer.Option(help="Why: kept in the audit log.")]
@@ -108,6 +108,11 @@ def show(run_id: RunArg, as_json: JsonOpt = False, output: OutputOpt = None) -> 
             write(f"  {waiting_text(info.run_id, wait, show=shown)}\n")
         if info.park_reason:
             write(f"  parked: {info.park_reason}\n")
+            decisions = decision_lines(info.run_id, info.effects)
+            if decisions:
+                write("  decide with one of:\n")
+                for line in decisions:
+                    write(f"    {line}\n")
         if info.error:
             write(f"  error: {info.error}\n")
         if info.effects:
