@@ -71,6 +71,8 @@ def test_every_operator_action_is_recorded_and_describe_shows_it_whole(
     assert paused["paused_by"]["user"] == getpass.getuser()
     cli.run("resume", "report")
     cli.run("fire", "heartbeat", "--key", "by-hand", "--note", "smoke test")
+    described = cli.run("describe", "heartbeat").stdout
+    assert "0 launched by its schedule (what max_runs counts; manual fires" in described
     cli.run("backfill", "heartbeat", "--from", "3h ago", "--to", "now", "--note", "gap")
 
     log = cli.json("audit-log")

@@ -104,7 +104,10 @@ def _describevalue_text(found: TriggerDescription) -> None:
         write(f"  blocked by run {trigger.blocked_by} (waiting for an operator: runs show)\n")
     if found.active_runs:
         write(f"  active runs: {', '.join(found.active_runs)}\n")
-    write(f"  decided up to {shown(trigger.watermark_at)}; {trigger.runs_launched} launched\n")
+    write(
+        f"  decided up to {shown(trigger.watermark_at)}; {trigger.runs_launched} launched by its"
+        " schedule (what max_runs counts; manual fires and backfills are not counted)\n"
+    )
     write("declaration:\n")
     for key, value in found.declaration.items():
         if isinstance(value, dict) and value:
