@@ -110,6 +110,19 @@ def show_time(value: datetime | None, *, local: bool = False) -> str | None:
     return iso(value)
 
 
+def relative_time(value: datetime, *, now: datetime) -> str:
+    """How far `value` is from `now`, as `systemctl list-timers` says it: `in 3h12m`,
+    `2m5s ago`, `now` (the two largest units, whole seconds)."""
+    from triggers.durations import format_duration  # noqa: PLC0415
+
+    seconds = round((value - now).total_seconds())
+    if seconds == 0:
+        return "now"
+    said = format_duration(timedelta(seconds=abs(seconds)))
+    parts = re.findall(r"\d+[dhms]", said)[:2]
+    return f"in {''.join(parts)}" if seconds > 0 else f"{''.join(parts)} ago"
+
+
 def local_zone(*, now: datetime) -> tzinfo:
     """This machine's zone, with its DST rules where they can be read: `TZ` naming an
     IANA zone, else /etc/localtime; else (a POSIX `TZ` string) the fixed offset the C

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from triggers.errors import InvalidTimeError
-from triggers.times import parse_time, show_time
+from triggers.times import parse_time, relative_time, show_time
 
 NOW = datetime(2026, 3, 29, 10, 30, 15, tzinfo=UTC)  # the day Europe/Berlin springs forward
 
@@ -88,3 +88,16 @@ def test_anything_else_is_refused_naming_the_forms(text: str) -> None:
     with pytest.raises(InvalidTimeError) as caught:
         parse_time(text, now=NOW)
     assert caught.value.exit_code == 2
+
+
+@pytest.mark.parametrize(
+    ("offset", "said"),
+    [
+        (timedelta(hours=3, minutes=12, seconds=9), "in 3h12m"),
+        (-timedelta(minutes=2, seconds=5), "2m5s ago"),
+        (timedelta(days=1, hours=14, minutes=3), "in 1d14h"),
+        (timedelta(milliseconds=300), "now"),
+    ],
+)
+def test_a_time_says_how_far_it_is_from_now(offset: timedelta, said: str) -> None:
+    assert relative_time(NOW + offset, now=NOW) == said

@@ -22,7 +22,7 @@ from triggers.clock import SystemClock
 from triggers.documents import fire_json, opt_iso, upcoming_json
 from triggers.durations import human_duration
 from triggers.errors import ExitCode, TriggersError
-from triggers.times import parse_time, show_time
+from triggers.times import parse_time, relative_time, show_time
 
 if TYPE_CHECKING:
     from triggers.model import FireRecord
@@ -69,6 +69,13 @@ def instant(text: str, *, now: datetime | None = None) -> datetime:
 def shown(value: datetime | None) -> str | None:
     """A table cell for an instant, in UTC or local time as `--local`/`--utc` says."""
     return show_time(value, local=options.local)
+
+
+def shown_with_relative(value: datetime | None, *, now: datetime) -> str | None:
+    """A table cell for an instant with how far it is from now: `... (in 3h12m)`."""
+    if value is None:
+        return None
+    return f"{shown(value)} ({relative_time(value, now=now)})"
 
 
 def quiet_logging(_settings: object = None, *, level: str = "warning") -> None:

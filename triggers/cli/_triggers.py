@@ -16,11 +16,14 @@ from triggers.cli._common import (
     fire_table_row,
     output_of,
     shown,
+    shown_with_relative,
 )
 from triggers.cli._output import JsonOpt, Output, OutputOpt, emit, table, value_text
 from triggers.documents import describe_json, paused_json, trigger_json
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from triggers.inspection import TriggerDescription
     from triggers.model import Trigger
 
@@ -35,7 +38,8 @@ def list_command(as_json: JsonOpt = False, output: OutputOpt = None) -> None:
 
     shape = output_of(as_json, output)
     with errors(shape), open_reads() as reads:
-        found = services.list_triggers(reads.store, now=clock.now())
+        now = clock.now()
+        found = services.list_triggers(reads.store, now=now)
         rows = [trigger_json(view) for view in found]
         if shape.machine:
             emit(rows, shape)
@@ -49,8 +53,8 @@ def list_command(as_json: JsonOpt = False, output: OutputOpt = None) -> None:
                     r["timezone"],
                     r["overlap"],
                     r["state"] + (f" by {r['blocked_by']}" if r["blocked_by"] else ""),
-                    _next_fire_cell(view),
-                    r["last_outcome"],
+                    _next_fire_cell(view, now=now),
+                    _last_cell(view, now=now),
                     r["active_run_id"],
                 ]
                 for r, view in zip(rows, found, strict=True)
@@ -58,12 +62,21 @@ def list_command(as_json: JsonOpt = False, output: OutputOpt = None) -> None:
         )
 
 
-def _next_fire_cell(view: Any) -> str | None:
-    """The next fire, marked when DST moved it; or, when there is none, why."""
+def _next_fire_cell(view: Any, *, now: datetime) -> str | None:
+    """The next fire and how soon, marked when DST moved it; or, when there is none, why."""
     if view.next_fire is None:
         return None if view.no_next_fire is None else f"none ({view.no_next_fire})"
     shift = view.next_fire.shift
-    return f"{shown(view.next_fire_at)}" + (f" (DST {shift.kind})" if shift else "")
+    cell = shown_with_relative(view.next_fire_at, now=now)
+    return f"{cell}" + (f" (DST {shift.kind})" if shift else "")
+
+
+def _last_cell(view: Any, *, now: datetime) -> str | None:
+    """The last decided occurrence's outcome, when it was and how long ago."""
+    last = view.last
+    if last is None:
+        return None
+    return f"{last.outcome.value} {shown_with_relative(last.occurrence_at, now=now)}"
 
 
 @app.command()
@@ -79,16 +92,17 @@ def describe(
 
     shape = output_of(as_json, output)
     with errors(shape), open_reads() as reads:
+        now = clock.now()
         found = describe_trigger(
-            reads.store, reads.audit, trigger_id, now=clock.now(), fires=fires, upcoming=upcoming
+            reads.store, reads.audit, trigger_id, now=now, fires=fires, upcoming=upcoming
         )
         if shape.machine:
             emit(describe_json(found), shape)
         else:
-            _describevalue_text(found)
+            _describevalue_text(found, now=now)
 
 
-def _describevalue_text(found: TriggerDescription) -> None:
+def _describevalue_text(found: TriggerDescription, *, now: datetime) -> None:
     from triggers.scheduler.occurrences import describe_shift  # noqa: PLC0415
 
     trigger, write = found.trigger, sys.stdout.write
@@ -133,7 +147,7 @@ def _describevalue_text(found: TriggerDescription) -> None:
     for fire in found.next_fires:
         local = f"{fire.local.isoformat()} {trigger.spec.timezone}"
         note = f"  {describe_shift(fire.shift)}" if fire.shift else ""
-        write(f"  {shown(fire.occurrence_at)}  ({local}){note}\n")
+        write(f"  {shown_with_relative(fire.occurrence_at, now=now)}  ({local}){note}\n")
     write("operator actions (triggers audit-log --trigger ID for more):\n")
     for entry in found.actions:
         note = f": {entry.note}" if entry.note else ""
