@@ -173,6 +173,19 @@ def fired_json(claim: Claim) -> dict[str, Any]:
     return services.claim_summary(claim) | {"occurrence": iso(claim.occurrence_at)}
 
 
+def triggers_json(views: Sequence[TriggerView], waits: Any) -> list[dict[str, Any]]:
+    """`list --json`: each trigger, with what its active run waits for now
+    (`active_run_waiting`, as `runs list --json`'s `waiting`; `waits` by run id)."""
+    rows = []
+    for view in views:
+        row = trigger_json(view)
+        run_id = view.active_run_id
+        found = waits.get(run_id, ()) if run_id else ()
+        row["active_run_waiting"] = [wait_json(str(run_id), wait) for wait in found]
+        rows.append(row)
+    return rows
+
+
 def run_row_json(run: Any, waits: Any) -> dict[str, Any]:
     """A run of `runs list --json`, with what it waits for now (`waits`: its open waits)."""
     document: dict[str, Any] = plain(run)

@@ -154,6 +154,10 @@ def _the_wait_is_shown_everywhere(reader: httpx.Client, cli: Cli, run_id: str) -
     assert f"run {run_id} (trigger release) waiting for signal 'approved'" in status
     assert [run["run_id"] for run in cli.json("status")["waiting_runs"]] == [run_id]
     assert cli.json("runs", "show", run_id)["awaited_signals"] == ["approved"]
+    assert f"{run_id} (waiting for 'approved')" in cli.run("list").stdout
+    [release] = reader.get("/triggers").json()
+    assert release["active_run_id"] == run_id and release["active_run_waiting"] == [wait]
+    assert cli.json("list")[0]["active_run_waiting"] == [wait]
 
 
 def _a_settled_run_takes_no_signal(writer: httpx.Client, cli: Cli, run_id: str) -> None:

@@ -17,7 +17,7 @@ from looms_runtime.records import StartRequest
 from tests.api_support import READ_TOKEN, Api, served_api
 from triggers import services
 from triggers.clock import SystemClock
-from triggers.documents import describe_json, fire_json, trigger_json
+from triggers.documents import describe_json, fire_json, triggers_json
 from triggers.errors import StoreUnavailableError
 from triggers.inspection import describe_trigger
 from triggers.store.protocol import HistoryQuery
@@ -67,7 +67,7 @@ def test_queries_answer_the_documents_of_the_cli(api: Api) -> None:
     now = SystemClock().now()
 
     listed = api.get("/triggers")
-    assert listed == [trigger_json(v) for v in services.list_triggers(store, now=now)]
+    assert listed == triggers_json(services.list_triggers(store, now=now), {})
     assert [row["id"] for row in listed] == ["gated", "nightly"]
     described = api.get("/triggers/nightly", fires=1, next=2)
     expected = describe_json(

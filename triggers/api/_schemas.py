@@ -91,6 +91,15 @@ class ErrorDocument(Document):
     error: ErrorDetail
 
 
+class WaitRow(Document):
+    wait_id: str
+    kind: str = Field(description="`signal` (a `wait_signal` step) or `sleep`.")
+    signal: str | None
+    until: Instant | None
+    text: str = Field(description="In words, with the command that sends the signal.")
+    command: str | None
+
+
 class TriggerRow(Document):
     id: str
     schedule: str
@@ -110,6 +119,9 @@ class TriggerRow(Document):
     last_outcome: str | None
     last_occurrence: Instant | None
     active_run_id: str | None
+    active_run_waiting: list[WaitRow] = Field(
+        description="What the active run waits for now (a signal, a sleep)."
+    )
     description: str | None
 
 
@@ -209,15 +221,6 @@ class Paused(Document):
     id: str
     paused: bool
     pause_note: str | None
-
-
-class WaitRow(Document):
-    wait_id: str
-    kind: str = Field(description="`signal` (a `wait_signal` step) or `sleep`.")
-    signal: str | None
-    until: Instant | None
-    text: str = Field(description="In words, with the command that sends the signal.")
-    command: str | None
 
 
 class RunRow(Document):

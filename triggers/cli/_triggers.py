@@ -15,11 +15,13 @@ from triggers.cli._common import (
     errors,
     fire_table_row,
     output_of,
+    quiet_logging,
     shown,
     shown_with_relative,
 )
 from triggers.cli._output import JsonOpt, Output, OutputOpt, emit, table, value_text
-from triggers.documents import describe_json, paused_json, trigger_json
+from triggers.documents import describe_json, paused_json, triggers_json
+from triggers.waits import open_waits
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -40,7 +42,10 @@ def list_command(as_json: JsonOpt = False, output: OutputOpt = None) -> None:
     with errors(shape), open_reads() as reads:
         now = clock.now()
         found = services.list_triggers(reads.store, now=now)
-        rows = [trigger_json(view) for view in found]
+        active = [view.active_run_id for view in found if view.active_run_id]
+        # Reading an active run's waits folds its log (whose logging goes to stderr).
+        waits = open_waits(reads.runs, active, prepare=quiet_logging) if active else {}
+        rows = triggers_json(found, waits)
         if shape.machine:
             emit(rows, shape)
             return
@@ -55,7 +60,7 @@ def list_command(as_json: JsonOpt = False, output: OutputOpt = None) -> None:
                     r["state"] + (f" by {r['blocked_by']}" if r["blocked_by"] else ""),
                     _next_fire_cell(view, now=now),
                     _last_cell(view, now=now),
-                    r["active_run_id"],
+                    _active_cell(r),
                 ]
                 for r, view in zip(rows, found, strict=True)
             ],
@@ -69,6 +74,15 @@ def _next_fire_cell(view: Any, *, now: datetime) -> str | None:
     shift = view.next_fire.shift
     cell = shown_with_relative(view.next_fire_at, now=now)
     return f"{cell}" + (f" (DST {shift.kind})" if shift else "")
+
+
+def _active_cell(row: dict[str, Any]) -> str | None:
+    """The active run, and what it waits for: `RUN (waiting for 'approved')`."""
+    run_id = row["active_run_id"]
+    signals = [w["signal"] for w in row["active_run_waiting"] if w["kind"] == "signal"]
+    if run_id and signals:
+        return f"{run_id} (waiting for {', '.join(repr(s) for s in signals)})"
+    return run_id  # type: ignore[no-any-return]
 
 
 def _last_cell(view: Any, *, now: datetime) -> str | None:
