@@ -14,7 +14,9 @@ Class tree (codes never renumbered or reused)::
     │   ├── UnknownRunError           TRG-115  exit 2   no run with that id
     │   ├── UsageError                TRG-116  exit 2   a command line that does not parse
     │   ├── OutputFileError           TRG-117  exit 2   a picture file that cannot be written
-    │   └── SignalRefusedError        TRG-118  exit 2   a signal no step of the run waits for (409)
+    │   ├── RunRequestError           TRG-118  exit 2   a request about runs that can never succeed
+    │   └── RunConflictError          TRG-119  exit 2   a request about a run that its state refuses
+    │       └── SignalRefusedError    TRG-120  exit 2   a signal no step of the run waits for (409)
     ├── ScheduleError                 TRG-200  exit 2   a cron expression or time zone is invalid
     ├── StoreError                    TRG-300  exit 1
     │   ├── StoreUnavailableError     TRG-301  exit 75  the database cannot be reached
@@ -26,7 +28,8 @@ Class tree (codes never renumbered or reused)::
     │   └── DuplicateOccurrenceError  TRG-307  exit 1   the ledger already holds that occurrence
     ├── RunnerError                   TRG-400  exit 1
     │   ├── RunnerTimeoutError        TRG-401  exit 1   a runner call missed its deadline
-    │   └── RunnerRefusedError        TRG-402  exit 1   the runtime refused a start for good
+    │   ├── RunnerRefusedError        TRG-402  exit 1   the runtime refused a start for good
+    │   └── RunnerUnavailableError    TRG-403  exit 75  the runtime is busy, closing or unreachable
     ├── DaemonError                   TRG-500  exit 1
     └── ApiAccessError                TRG-600  exit 2   an HTTP API request refused for its token
         ├── UnauthenticatedError      TRG-601  exit 2   no bearer token, or an unknown one (401)
@@ -138,11 +141,25 @@ class OutputFileError(InputError):
     code = "TRG-117"
 
 
-class SignalRefusedError(InputError):
+class RunRequestError(InputError):
+    """A request about runs that can never succeed as given (an unknown status, a bad
+    limit, a payload that is not JSON)."""
+
+    code = "TRG-118"
+
+
+class RunConflictError(InputError):
+    """A request about a run that its state refuses: a retry of a step that is not
+    stuck, a signal key reused with another payload (HTTP 409)."""
+
+    code = "TRG-119"
+
+
+class SignalRefusedError(RunConflictError):
     """A signal to a settled run, or one that no step of the run waits for, now or later
     in its flow as declared; `details` name what the run waits for (HTTP 409)."""
 
-    code = "TRG-118"
+    code = "TRG-120"
 
 
 class ScheduleError(TriggersError):
@@ -218,6 +235,14 @@ class RunnerRefusedError(RunnerError):
     """The runtime refused a start for good (conflicting key, unknown flow): no retry helps."""
 
     code = "TRG-402"
+
+
+class RunnerUnavailableError(RunnerError):
+    """The runtime cannot take the request now: a run's queue of requests is full, the
+    runtime is closing, or its database does not answer. Worth retrying (HTTP 503)."""
+
+    code = "TRG-403"
+    exit_code = ExitCode.TEMPORARY
 
 
 class DaemonError(TriggersError):

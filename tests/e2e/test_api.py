@@ -165,7 +165,7 @@ def _a_settled_run_takes_no_signal(writer: httpx.Client, cli: Cli, run_id: str) 
     assert late.returncode == 2, late.stdout
     assert f"run {run_id} is completed" in late.stderr
     refused = writer.post(f"/runs/{run_id}/signal", json={"name": "approved"})
-    assert refused.status_code == 409 and refused.json()["error"]["code"] == "TRG-118"
+    assert refused.status_code == 409 and refused.json()["error"]["code"] == "TRG-120"
     steps = {step["step"]: step["state"] for step in cli.json("runs", "show", run_id)["steps"]}
     assert steps == {"build": "succeeded", "approve": "signalled", "deploy": "succeeded"}
 

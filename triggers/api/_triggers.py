@@ -65,7 +65,7 @@ def list_triggers(ctx: Services, _caller: Reader) -> Json:
     (`triggers list --json`)."""
     found = services.list_triggers(ctx.store, now=ctx.clock.now())
     active = [view.active_run_id for view in found if view.active_run_id]
-    return Json(triggers_json(found, open_waits(ctx.runtime, active)))
+    return Json(triggers_json(found, open_waits(ctx.runs, active)))
 
 
 @router.get("/triggers/{trigger_id}", response_model=TriggerDescription, tags=["triggers"])
