@@ -61,6 +61,7 @@ if TYPE_CHECKING:
         SettledStatus,
         StartRequest,
         StepContext,
+        WaitInfo,
     )
     from looms_runtime.runtime import Runtime
 
@@ -110,6 +111,7 @@ _EXPORTS = {
     "UnknownEventTypeError": "looms_runtime.errors",
     "UnknownEventVersionError": "looms_runtime.errors",
     "UnknownFlowError": "looms_runtime.errors",
+    "WaitInfo": "looms_runtime.records",
     "WaitTimeoutError": "looms_runtime.flow",
 }
 
@@ -157,6 +159,7 @@ __all__ = [
     "UnknownEventTypeError",
     "UnknownEventVersionError",
     "UnknownFlowError",
+    "WaitInfo",
     "WaitTimeoutError",
 ]
 

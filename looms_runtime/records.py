@@ -115,6 +115,20 @@ class EffectInfo:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class WaitInfo:
+    """A run's durable wait: a `sleep` until `until`, or a `signal` named `signal`
+    (until `until`, its timeout, when it has one).
+
+    `wait_id` is the step's id in a steps flow (the call's position in a Python flow).
+    """
+
+    wait_id: str
+    kind: str
+    signal: str | None
+    until: datetime | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RunSummary:
     """One row of `list_runs`; `state` is the internal status (e.g. `parked`)."""
 
@@ -136,6 +150,9 @@ class RunInfo:
 
     `first_seq` is the oldest event kept (above 1 once the log was trimmed behind a
     snapshot); `completed_steps` counts, for a Python flow, its finished steps and waits.
+    `waits` are the waits open now; `awaited_signals` the signals its open waits and the
+    steps still to come in its flow as declared wait for (None: the flow is Python code,
+    whose waits are known only as it reaches them; empty for a settled run).
     """
 
     run_id: str
@@ -159,6 +176,8 @@ class RunInfo:
     cancel_requested: bool
     park_reason: str | None
     effects: tuple[EffectInfo, ...] = field(default_factory=tuple)
+    waits: tuple[WaitInfo, ...] = field(default_factory=tuple)
+    awaited_signals: tuple[str, ...] | None = field(default_factory=tuple)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -31,6 +31,7 @@ class RunControl(Protocol):
     """The runtime's operations on a run that an operator requests."""
 
     def inspect_run(self, run_id: str) -> RunInfo: ...
+    def get_events(self, run_id: str) -> Any: ...
     def cancel(self, run_id: str, *, reason: str) -> RunStatusInfo: ...
     def retry_effect(self, run_id: str, effect_id: str) -> RunStatusInfo: ...
     def signal(
@@ -241,7 +242,11 @@ def signal(
     actor: Actor,
     now: datetime,
 ) -> RunStatusInfo:
-    trigger_id = _trigger_of(runtime, run_id)
+    from triggers.waits import check_signal  # noqa: PLC0415
+
+    info = runtime.inspect_run(run_id)
+    check_signal(info, name, key=key, events=lambda: runtime.get_events(run_id))
+    trigger_id = _attribute_trigger(info)
     status = runtime.signal(run_id, name, payload, idempotency_key=key)
     # The payload is the operator's data: it may hold secrets, so only its name is kept.
     changes = {"signal": name, "idempotency_key": key}
@@ -250,7 +255,11 @@ def signal(
 
 
 def _trigger_of(runtime: RunControl, run_id: str) -> str | None:
-    found = runtime.inspect_run(run_id).attributes.get("trigger_id")
+    return _attribute_trigger(runtime.inspect_run(run_id))
+
+
+def _attribute_trigger(info: RunInfo) -> str | None:
+    found = info.attributes.get("trigger_id")
     return str(found) if found is not None else None
 
 

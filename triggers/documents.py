@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from triggers.clock import iso
 from triggers.step_output import attempt_outputs, step_states
+from triggers.waits import wait_json
 
 if TYPE_CHECKING:
     from triggers.inspection import DaemonView, StatusReport, TriggerDescription
@@ -173,6 +174,26 @@ def fired_json(claim: Claim) -> dict[str, Any]:
     return services.claim_summary(claim) | {"occurrence": iso(claim.occurrence_at)}
 
 
+def triggers_json(views: Sequence[TriggerView], waits: Any) -> list[dict[str, Any]]:
+    """`list --json`: each trigger, with what its active run waits for now
+    (`active_run_waiting`, as `runs list --json`'s `waiting`; `waits` by run id)."""
+    rows = []
+    for view in views:
+        row = trigger_json(view)
+        run_id = view.active_run_id
+        found = waits.get(run_id, ()) if run_id else ()
+        row["active_run_waiting"] = [wait_json(str(run_id), wait) for wait in found]
+        rows.append(row)
+    return rows
+
+
+def run_row_json(run: Any, waits: Any) -> dict[str, Any]:
+    """A run of `runs list --json`, with what it waits for now (`waits`: its open waits)."""
+    document: dict[str, Any] = plain(run)
+    document["waiting"] = [wait_json(run.run_id, wait) for wait in waits]
+    return document
+
+
 def run_json(info: Any, events: Sequence[Any]) -> dict[str, Any]:
     """A run, as `runs show --json` prints it: each outstanding effect with its last
     attempt's output (`last_output`, as `runs logs` shows it), and every step dispatched
@@ -184,6 +205,7 @@ def run_json(info: Any, events: Sequence[Any]) -> dict[str, Any]:
         attempt = last.get(effect["effect_id"])
         effect["last_output"] = attempt.to_json() if attempt else None
     document["steps"] = [state.to_json() for state in step_states(attempts, events)]
+    document["waiting"] = [wait_json(info.run_id, wait) for wait in info.waits]
     return document
 
 
@@ -208,6 +230,17 @@ def status_json(report: StatusReport) -> dict[str, Any]:
             }
             for run in report.parked_runs
         ],
+        "waiting_runs": [
+            {
+                "run_id": run.run_id,
+                "flow": run.flow,
+                "trigger_id": run.attributes.get("trigger_id"),
+                "occurrence": run.attributes.get("occurrence"),
+                "created_at": iso(run.created_at),
+                "waiting": [wait_json(run.run_id, wait) for wait in waits],
+            }
+            for run, waits in report.waiting_runs
+        ],
     }
 
 
@@ -224,4 +257,5 @@ def daemon_json(view: DaemonView) -> dict[str, Any]:
         "last_tick_at": iso(view.beat.last_tick_at),
         "last_tick_age_s": round(view.age.total_seconds(), 3),
         "stopped_at": opt_iso(view.beat.stopped_at),
+        "replaced_by": view.replaced_by,
     }

@@ -81,6 +81,20 @@ def _invalid(value: object) -> ValueError:
     )
 
 
+def human_duration(value: timedelta) -> str:
+    """A table cell for a measured duration: `594ms` under a second, `2.5s` under a
+    minute, else whole seconds as `format_duration` writes them (`9m54s`, `1h`);
+    negative durations keep their sign. JSON keeps exact milliseconds instead."""
+    milliseconds = round(value.total_seconds() * 1000)
+    if milliseconds < 0:
+        return "-" + human_duration(-value)
+    if milliseconds < _UNIT_MS["s"]:
+        return f"{milliseconds}ms"
+    if milliseconds < _UNIT_MS["m"]:
+        return f"{milliseconds / 1000:.1f}".removesuffix(".0") + "s"
+    return format_duration(timedelta(seconds=milliseconds // 1000))
+
+
 def format_duration(value: timedelta) -> str:
     """`90s`, `5m`, `2h`, `1d`, or `1h30m`: the YAML duration form (whole seconds)."""
     total = int(value.total_seconds())

@@ -16,6 +16,7 @@ Class tree (codes never renumbered or reused)::
     │   ├── OutputFileError           TRG-117  exit 2   a picture file that cannot be written
     │   ├── RunRequestError           TRG-118  exit 2   a request about runs that can never succeed
     │   └── RunConflictError          TRG-119  exit 2   a request about a run that its state refuses
+    │       └── SignalRefusedError    TRG-120  exit 2   a signal no step of the run waits for (409)
     ├── ScheduleError                 TRG-200  exit 2   a cron expression or time zone is invalid
     ├── StoreError                    TRG-300  exit 1
     │   ├── StoreUnavailableError     TRG-301  exit 75  the database cannot be reached
@@ -152,6 +153,13 @@ class RunConflictError(InputError):
     stuck, a signal key reused with another payload (HTTP 409)."""
 
     code = "TRG-119"
+
+
+class SignalRefusedError(RunConflictError):
+    """A signal to a settled run, or one that no step of the run waits for, now or later
+    in its flow as declared; `details` name what the run waits for (HTTP 409)."""
+
+    code = "TRG-120"
 
 
 class ScheduleError(TriggersError):

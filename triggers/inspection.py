@@ -197,6 +197,9 @@ class DaemonView:
     """`alive`: ticked recently; `stale`: silent without a clean stop (dead or hung);
     `stopped`: stopped cleanly. Heartbeats are deleted a while after the last tick."""
     age: timedelta
+    replaced_by: str | None = None
+    """`HOST:PID` of the live daemon on the same host that started after this stale or
+    stopped one (a restart): `status` folds such daemons into one line."""
 
 
 def daemon_views(
@@ -217,7 +220,28 @@ def daemon_views(
         else:
             state = "stale"
         views.append(DaemonView(beat=beat, state=state, age=age))
-    return views
+    return [_with_successor(view, views) for view in views]
+
+
+def _with_successor(view: DaemonView, views: Sequence[DaemonView]) -> DaemonView:
+    if view.state == "alive":
+        return view
+    later = [
+        other.beat
+        for other in views
+        if other.state == "alive"
+        and other.beat.host == view.beat.host
+        and other.beat.started_at >= view.beat.started_at
+    ]
+    if not later:
+        return view
+    successor = min(later, key=lambda beat: beat.started_at)
+    return DaemonView(
+        beat=view.beat,
+        state=view.state,
+        age=view.age,
+        replaced_by=f"{successor.host}:{successor.pid}",
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -232,6 +256,9 @@ class StatusReport:
     """Runs waiting for an operator (the runtime's `parked` runs)."""
     blocked: list[str] = field(default_factory=list)
     """Triggers a parked run holds (no new launch until it is retried or cancelled)."""
+    waiting_runs: list[tuple[Any, tuple[Any, ...]]] = field(default_factory=list)
+    """Runs waiting in a `sleep` or `wait_signal` step, with their waits (not a problem:
+    a signal may be what someone is about to send)."""
 
     @property
     def alive(self) -> int:
@@ -256,6 +283,7 @@ def status_report(
     now: datetime,
     poll_interval: timedelta,
     parked_runs: Sequence[Any],
+    waiting_runs: Sequence[tuple[Any, tuple[Any, ...]]] = (),
 ) -> StatusReport:
     """Gather `status` from the store (heartbeats, triggers, occurrence counts)."""
     triggers = [row for row in store.list_triggers() if isinstance(row, Trigger)]
@@ -272,6 +300,7 @@ def status_report(
         },
         occurrences=store.occurrence_counts(),
         parked_runs=list(parked_runs),
+        waiting_runs=list(waiting_runs),
         blocked=sorted(t.id for t in triggers if t.blocked_by and not t.retired),
     )
 

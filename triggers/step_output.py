@@ -104,12 +104,14 @@ class StepState:
 
     step: str
     state: str
-    """The last attempt's outcome: succeeded, failed, ambiguous, cancelled, late, running."""
+    """The last attempt's outcome: succeeded, failed, ambiguous, cancelled, late, running;
+    for a `sleep` or `wait_signal` step: sleeping, waiting, slept, signalled, timed_out."""
     attempts: int
+    """Attempts dispatched (0 for a sleep or a wait: nothing is dispatched)."""
     started_at: datetime
-    """When its first attempt was dispatched."""
+    """When its first attempt was dispatched (a wait: when it began)."""
     ended_at: datetime | None
-    """When its last attempt's outcome was recorded (None while it runs)."""
+    """When its last attempt's outcome was recorded (None while it runs or waits)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -137,7 +139,38 @@ def step_states(attempts: Iterable[AttemptOutput], events: Iterable[Any]) -> lis
             started_at=started.get(attempt.effect_id, attempt.at),
             ended_at=None if attempt.outcome == "running" else attempt.at,
         )
+    found.update(_wait_states(events))
     return sorted(found.values(), key=lambda state: state.started_at)
+
+
+_WAIT_ENDS = {"signal": "signalled", "timeout": "timed_out", "timer": "slept"}
+
+
+def _wait_states(events: Iterable[Any]) -> dict[str, StepState]:
+    """The sleeps and signal waits of a run, open or finished, by their wait id."""
+    found: dict[str, StepState] = {}
+    for event in events:
+        wait_id = str(event.payload.get("wait_id", ""))
+        if event.type == "wait_started":
+            kind = event.payload.get("kind")
+            found[wait_id] = StepState(
+                step=wait_id,
+                state="waiting" if kind == "signal" else "sleeping",
+                attempts=0,
+                started_at=event.created_at,
+                ended_at=None,
+            )
+        elif event.type == "wait_finished" and wait_id in found:
+            began = found[wait_id]
+            reason = str(event.payload.get("reason"))
+            found[wait_id] = StepState(
+                step=wait_id,
+                state=_WAIT_ENDS.get(reason, reason),
+                attempts=0,
+                started_at=began.started_at,
+                ended_at=event.created_at,
+            )
+    return found
 
 
 def step_attempts(

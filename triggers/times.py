@@ -2,11 +2,12 @@
 
 Accepted: `now`; `today`, `yesterday`, `tomorrow` (midnight); a duration from now,
 `+1h`, `in 1h`, `-2h` or `2h ago` (the grammar of `triggers.durations`); ISO-8601,
-`2026-01-01`, `2026-01-01T02:30`, `2026-01-01T02:30:00Z` or with an offset. A time
-without an offset, and midnight, are UTC unless `--local` is given (the HTTP API
-has no such option): then they are the local time of this machine (`TZ`, else the
-system zone). Tables show times in UTC (`Z`) by default and in local time with
-`--local`; JSON is always UTC.
+`2026-01-01`, `2026-01-01T02:30`, `2026-01-01T02:30:00Z` or with an offset; a bare
+time of day, `01:54` or `01:54:30`, is the last such time (today's, or yesterday's
+when today's is still to come). A time without an offset, midnight and a time of day
+are UTC unless `--local` is given (the HTTP API has no such option): then they are
+the local time of this machine (`TZ`, else the system zone). Tables show times in
+UTC (`Z`) by default and in local time with `--local`; JSON is always UTC.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ EARLIEST = datetime(1900, 1, 1, tzinfo=UTC)
 LATEST = datetime(9000, 1, 1, tzinfo=UTC)
 """The range of a time an operator types: far past any schedule's horizon, and far
 enough from the calendar's end (year 9999) that schedule math after it cannot overflow."""
-_FORMS = "use 'now', 'today', '+1h', '2h ago', '-2h' or ISO-8601 like 2026-01-01T00:00:00Z"
+_FORMS = "use 'now', 'today', '01:54', '+1h', '2h ago', '-2h' or ISO-8601 like 2026-01-01T00:00:00Z"
+_TIME_OF_DAY = re.compile(r"(?P<hour>\d{1,2}):(?P<minute>\d{2})(?::(?P<second>\d{2}))?")
 
 
 def parse_time(text: str, *, now: datetime, local: bool = False) -> datetime:
@@ -57,6 +59,9 @@ def _parsed(text: str, *, now: datetime, local: bool) -> datetime:
         return now
     if word in _DAYS:
         return _midnight(now, local=local) + timedelta(days=_DAYS[word])
+    of_day = _TIME_OF_DAY.fullmatch(value)
+    if of_day is not None:
+        return _last_time_of_day(text, of_day, now=now, local=local)
     relative = _relative(value)
     if relative is not None:
         sign, amount = relative
@@ -87,6 +92,25 @@ def _relative(value: str) -> tuple[int, str] | None:
     return None
 
 
+def _last_time_of_day(text: str, found: re.Match[str], *, now: datetime, local: bool) -> datetime:
+    hour, minute, second = (int(found[name] or 0) for name in ("hour", "minute", "second"))
+    if hour > 23 or minute > 59 or second > 59:  # noqa: PLR2004
+        raise InvalidTimeError(f"cannot parse time {text!r}: no such time of day", value=text)
+    offset = timedelta(hours=hour, minutes=minute, seconds=second)
+    today = _at_wall_time(_midnight(now, local=local), offset, local=local)
+    if today <= now:
+        return today
+    return _at_wall_time(_midnight(now, local=local) - timedelta(days=1), offset, local=local)
+
+
+def _at_wall_time(midnight: datetime, offset: timedelta, *, local: bool) -> datetime:
+    """The instant `offset` of wall time after `midnight` (in local time with `local`)."""
+    if not local:
+        return midnight + offset
+    wall = midnight.astimezone().replace(tzinfo=None) + offset
+    return wall.astimezone().astimezone(UTC)
+
+
 def _midnight(now: datetime, *, local: bool) -> datetime:
     if not local:
         return now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
@@ -101,6 +125,19 @@ def show_time(value: datetime | None, *, local: bool = False) -> str | None:
     if local:
         return value.astimezone().isoformat(timespec="milliseconds")
     return iso(value)
+
+
+def relative_time(value: datetime, *, now: datetime) -> str:
+    """How far `value` is from `now`, as `systemctl list-timers` says it: `in 3h12m`,
+    `2m5s ago`, `now` (the two largest units, whole seconds)."""
+    from triggers.durations import format_duration  # noqa: PLC0415
+
+    seconds = round((value - now).total_seconds())
+    if seconds == 0:
+        return "now"
+    said = format_duration(timedelta(seconds=abs(seconds)))
+    parts = re.findall(r"\d+[dhms]", said)[:2]
+    return f"in {''.join(parts)}" if seconds > 0 else f"{''.join(parts)} ago"
 
 
 def local_zone(*, now: datetime) -> tzinfo:

@@ -26,6 +26,7 @@ from looms_runtime.records import (
     RunInfo,
     RunStatusInfo,
     RunSummary,
+    WaitInfo,
 )
 from looms_runtime.schema import RUN_STATUSES, UNSETTLED
 
@@ -118,6 +119,8 @@ def inspect(db: Database, run_id: str) -> RunInfo:
         or any(item.kind == "cancel" for item in record.inbox),
         park_reason=state.park_reason,
         effects=_effects(state),
+        waits=_waits(state),
+        awaited_signals=_awaited_signals(db, state),
     )
 
 
@@ -150,6 +153,41 @@ def _effects(state: RunState) -> tuple[EffectInfo, ...]:
         )
         for effect in state.effects.values()
     )
+
+
+def _waits(state: RunState) -> tuple[WaitInfo, ...]:
+    return tuple(
+        WaitInfo(
+            wait_id=wait.wait_id, kind=wait.kind, signal=wait.signal, until=_opt_time(wait.until)
+        )
+        for wait in state.waits.values()
+    )
+
+
+def _awaited_signals(db: Database, state: RunState) -> tuple[str, ...] | None:
+    """The signals the run's open waits, and the steps it has still to start, wait for."""
+    from looms_runtime._history.definitions import StepsFlow, WaitSignalStep  # noqa: PLC0415
+    from looms_runtime._store.registry import FlowRegistry  # noqa: PLC0415
+    from looms_runtime.errors import UnknownFlowError  # noqa: PLC0415
+
+    if state.settled:
+        return ()
+    names = [w.signal for w in state.waits.values() if w.signal is not None]
+    if state.python:
+        return None
+    try:
+        flow = FlowRegistry(db).get(state.flow, state.version)
+    except UnknownFlowError:
+        return None
+    if not isinstance(flow, StepsFlow):
+        return None
+    started = {w.step_index for w in state.waits.values()}
+    started |= {e.step_index for e in state.effects.values()}
+    for index, step in enumerate(flow.steps):
+        done = index in state.done if state.graph else index < state.completed_steps
+        if isinstance(step, WaitSignalStep) and not done and index not in started:
+            names.append(step.signal)
+    return tuple(dict.fromkeys(names))
 
 
 def summaries(db: Database, *, status: str | None, limit: int) -> list[RunSummary]:

@@ -86,6 +86,10 @@ def test_fire_and_signal_over_http_on_the_real_daemon(cli: Cli, tmp_path: Path) 
             lambda: _runs(reader, "release", "launched"), timeout=30, what="the launch"
         )
         wait_for(lambda: _waiting(reader, run_id), timeout=30, what="the wait for approval")
+        _the_wait_is_shown_everywhere(reader, cli, run_id)
+        misspelt = writer.post(f"/runs/{run_id}/signal", json={"name": "aproved"})
+        assert misspelt.status_code == 409, misspelt.text
+        assert "waiting for signal 'approved'" in misspelt.json()["error"]["message"]
 
         signalled = writer.post(
             f"/runs/{run_id}/signal",
@@ -102,6 +106,7 @@ def test_fire_and_signal_over_http_on_the_real_daemon(cli: Cli, tmp_path: Path) 
         [deploy] = reader.get(f"/runs/{run_id}/logs", params={"step": "deploy"}).json()
         assert deploy["stdout"] == "deployed\n"
         _same_documents_as_the_cli(reader, cli, run_id)
+        _a_settled_run_takes_no_signal(writer, cli, run_id)
 
         actions = cli.json("audit-log")
         by_api = [
@@ -130,6 +135,39 @@ def test_fire_and_signal_over_http_on_the_real_daemon(cli: Cli, tmp_path: Path) 
     assert events.count("api_tokens_reloaded") == 1
     text = log.read_text()
     assert all(token not in text for token in (READ_TOKEN, WRITE_TOKEN, ROTATED))
+
+
+def _the_wait_is_shown_everywhere(reader: httpx.Client, cli: Cli, run_id: str) -> None:
+    """`runs show`, `runs list`, `status` and the API say which signal the run waits for,
+    until when, and the command that sends it."""
+    command = f"triggers runs signal {run_id} approved"
+    [wait] = reader.get(f"/runs/{run_id}").json()["waiting"]
+    assert (wait["kind"], wait["signal"], wait["command"]) == ("signal", "approved", command)
+    assert wait["until"] and wait["text"].startswith("waiting for signal 'approved' until ")
+    shown = cli.run("runs", "show", run_id).stdout
+    assert "waiting for signal 'approved' until " in shown and command in shown
+    assert "approve" in shown.split("steps (", 1)[1]  # the wait is a row of the step table
+    assert "waiting for 'approved' until" in cli.run("runs", "list").stdout
+    [listed] = cli.json("runs", "list")
+    assert listed["waiting"] == [wait]
+    status = cli.run("status", check=False).stdout
+    assert f"run {run_id} (trigger release) waiting for signal 'approved'" in status
+    assert [run["run_id"] for run in cli.json("status")["waiting_runs"]] == [run_id]
+    assert cli.json("runs", "show", run_id)["awaited_signals"] == ["approved"]
+    assert f"{run_id} (waiting for 'approved')" in cli.run("list").stdout
+    [release] = reader.get("/triggers").json()
+    assert release["active_run_id"] == run_id and release["active_run_waiting"] == [wait]
+    assert cli.json("list")[0]["active_run_waiting"] == [wait]
+
+
+def _a_settled_run_takes_no_signal(writer: httpx.Client, cli: Cli, run_id: str) -> None:
+    late = cli.run("runs", "signal", run_id, "approved", check=False)
+    assert late.returncode == 2, late.stdout
+    assert f"run {run_id} is completed" in late.stderr
+    refused = writer.post(f"/runs/{run_id}/signal", json={"name": "approved"})
+    assert refused.status_code == 409 and refused.json()["error"]["code"] == "TRG-120"
+    steps = {step["step"]: step["state"] for step in cli.json("runs", "show", run_id)["steps"]}
+    assert steps == {"build": "succeeded", "approve": "signalled", "deploy": "succeeded"}
 
 
 def _same_documents_as_the_cli(reader: httpx.Client, cli: Cli, run_id: str) -> None:

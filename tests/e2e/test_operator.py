@@ -71,6 +71,8 @@ def test_every_operator_action_is_recorded_and_describe_shows_it_whole(
     assert paused["paused_by"]["user"] == getpass.getuser()
     cli.run("resume", "report")
     cli.run("fire", "heartbeat", "--key", "by-hand", "--note", "smoke test")
+    described = cli.run("describe", "heartbeat").stdout
+    assert "0 launched by its schedule (what max_runs counts; manual fires" in described
     cli.run("backfill", "heartbeat", "--from", "3h ago", "--to", "now", "--note", "gap")
 
     log = cli.json("audit-log")
@@ -195,6 +197,24 @@ def test_step_output_runs_actions_and_a_truthful_status(cli: Cli, tmp_path: Path
         assert states == ["alive", "stale"]
     finally:
         assert stop(restarted) == 0
+    _replaced_daemons_fold_into_one_line(cli, config, tmp_path)
+
+
+def _replaced_daemons_fold_into_one_line(cli: Cli, config: Path, tmp_path: Path) -> None:
+    third = cli.daemon(config, tmp_path / "d3.log")
+    try:
+        wait_for(lambda: _status(cli)[0] == 0, timeout=30, what="the third daemon")
+        daemons = _status(cli)[1]["daemons"]
+        [alive] = [d for d in daemons if d["state"] == "alive"]
+        successor = f"{alive['host']}:{alive['pid']}"
+        assert sorted(d["replaced_by"] or "-" for d in daemons) == ["-", successor, successor]
+        text = cli.run("status").stdout
+        assert f"earlier daemons: 2 (1 stale, 1 stopped) replaced by {successor} (--all)" in text
+        assert text.count("daemon ") == 1  # only the live one has a line of its own
+        every = cli.run("status", "--all").stdout
+        assert every.count(f", replaced by {successor}") == 2
+    finally:
+        assert stop(third) == 0
 
 
 BRANCHES = textwrap.dedent(

@@ -17,7 +17,7 @@ from looms_runtime.records import StartRequest
 from tests.api_support import READ_TOKEN, Api, served_api
 from triggers import services
 from triggers.clock import SystemClock
-from triggers.documents import describe_json, fire_json, trigger_json
+from triggers.documents import describe_json, fire_json, triggers_json
 from triggers.errors import StoreUnavailableError
 from triggers.inspection import describe_trigger
 from triggers.store.protocol import HistoryQuery
@@ -67,7 +67,7 @@ def test_queries_answer_the_documents_of_the_cli(api: Api) -> None:
     now = SystemClock().now()
 
     listed = api.get("/triggers")
-    assert listed == [trigger_json(v) for v in services.list_triggers(store, now=now)]
+    assert listed == triggers_json(services.list_triggers(store, now=now), {})
     assert [row["id"] for row in listed] == ["gated", "nightly"]
     described = api.get("/triggers/nightly", fires=1, next=2)
     expected = describe_json(
@@ -140,9 +140,10 @@ def test_a_signal_over_http_resumes_a_waiting_run(api: Api) -> None:
         "the run to wait for its signal",
     )
     assert api.get(f"/runs/{run_id}")["status"] == "active"
-    api.post(f"/runs/{run_id}/signal", {"name": "later", "key": "k0"})  # kept, not waited for
-    conflict = api.writer.post(f"/runs/{run_id}/signal", json={"name": "go", "key": "k0"})
-    assert _error(conflict, 409)["code"] == "TRG-119"
+    # No step waits for it, now or later: refused, naming what the run waits for.
+    misspelt = _error(api.writer.post(f"/runs/{run_id}/signal", json={"name": "later"}), 409)
+    assert misspelt["code"] == "TRG-120" and misspelt["details"]["awaited"] == ["go"]
+    assert f"waiting for signal 'go': triggers runs signal {run_id} go" in misspelt["message"]
 
     sent = api.post(f"/runs/{run_id}/signal", {"name": "go", "payload": {"ok": True}, "key": "k1"})
     assert sent["run_id"] == run_id
@@ -154,7 +155,9 @@ def test_a_signal_over_http_resumes_a_waiting_run(api: Api) -> None:
     [attempt] = api.get(f"/runs/{run_id}/logs", step="after")
     assert (attempt["outcome"], attempt["stdout"]) == ("succeeded", "resumed\n")
     again = api.post(f"/runs/{run_id}/signal", {"name": "go", "payload": {"ok": True}, "key": "k1"})
-    assert again["status"] == "completed"
+    assert again["status"] == "completed"  # a repeat of a signal it took answers as the first
+    late = _error(api.writer.post(f"/runs/{run_id}/signal", json={"name": "go"}), 409)
+    assert late["message"] == f"run {run_id} is completed: it waits for no signal any more"
     entry = api.get("/audit-log", run=run_id)[-2]
     assert (entry["action"], entry["trigger_id"], entry["user"]) == ("signal", "gated", "api:ci")
     assert "ok" not in json.dumps(entry)  # a payload is the caller's data, never kept

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from triggers.errors import InvalidTimeError
-from triggers.times import parse_time, show_time
+from triggers.times import parse_time, relative_time, show_time
 
 NOW = datetime(2026, 3, 29, 10, 30, 15, tzinfo=UTC)  # the day Europe/Berlin springs forward
 
@@ -45,6 +45,10 @@ def berlin() -> Iterator[None]:
         ("2026-01-01T02:30", datetime(2026, 1, 1, 2, 30, tzinfo=UTC)),
         ("2026-01-01T02:30:00Z", datetime(2026, 1, 1, 2, 30, tzinfo=UTC)),
         ("2026-01-01T02:30:00+01:00", datetime(2026, 1, 1, 1, 30, tzinfo=UTC)),
+        ("01:54", datetime(2026, 3, 29, 1, 54, tzinfo=UTC)),
+        ("9:05:30", datetime(2026, 3, 29, 9, 5, 30, tzinfo=UTC)),
+        ("10:30", datetime(2026, 3, 29, 10, 30, tzinfo=UTC)),
+        ("23:50", datetime(2026, 3, 28, 23, 50, tzinfo=UTC)),  # today's is still to come
     ],
 )
 def test_every_documented_form_reads_in_utc_by_default(text: str, expected: datetime) -> None:
@@ -64,17 +68,39 @@ def test_local_reads_midnight_and_naive_times_in_the_local_zone() -> None:
 
 
 @pytest.mark.usefixtures("berlin")
+def test_local_reads_a_time_of_day_as_the_last_such_local_time() -> None:
+    # 12:30 in Berlin now: 03:30 is summer time today, 23:00 was winter time yesterday.
+    assert parse_time("03:30", now=NOW, local=True) == datetime(2026, 3, 29, 1, 30, tzinfo=UTC)
+    assert parse_time("23:00", now=NOW, local=True) == datetime(2026, 3, 28, 22, tzinfo=UTC)
+
+
+@pytest.mark.usefixtures("berlin")
 def test_tables_show_utc_or_local_time_with_its_offset() -> None:
     assert show_time(NOW) == "2026-03-29T10:30:15.000Z"
     assert show_time(NOW, local=True) == "2026-03-29T12:30:15.000+02:00"
     assert show_time(None) is None
 
 
-@pytest.mark.parametrize("text", ["yesterday-ish", "5M ago", "+", "in", "-1x", "2026-13-01", ""])
+@pytest.mark.parametrize(
+    "text", ["yesterday-ish", "5M ago", "+", "in", "-1x", "2026-13-01", "", "25:00", "01:60"]
+)
 def test_anything_else_is_refused_naming_the_forms(text: str) -> None:
     with pytest.raises(InvalidTimeError) as caught:
         parse_time(text, now=NOW)
     assert caught.value.exit_code == 2
+
+
+@pytest.mark.parametrize(
+    ("offset", "said"),
+    [
+        (timedelta(hours=3, minutes=12, seconds=9), "in 3h12m"),
+        (-timedelta(minutes=2, seconds=5), "2m5s ago"),
+        (timedelta(days=1, hours=14, minutes=3), "in 1d14h"),
+        (timedelta(milliseconds=300), "now"),
+    ],
+)
+def test_a_time_says_how_far_it_is_from_now(offset: timedelta, said: str) -> None:
+    assert relative_time(NOW + offset, now=NOW) == said
 
 
 @pytest.mark.parametrize(

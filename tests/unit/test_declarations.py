@@ -756,12 +756,21 @@ def test_invalid_schedule_is_reported_next_to_other_problems_of_its_trigger() ->
     assert [p["key"] for p in problems] == ["triggers[t].cron", "triggers[t].jitter"]
 
 
-def test_schedule_is_not_compiled_when_its_zone_is_invalid() -> None:
+def test_a_valid_schedule_with_an_invalid_zone_reports_only_the_zone() -> None:
     body = '- id: t\n  flow: backup\n  cron: "30 2 * * *"\n  timezone: Nowhere/Land\n'
 
     problems = problems_of(trigger_doc(body))
 
     assert [p["key"] for p in problems] == ["triggers[t].timezone"]
+
+
+def test_an_invalid_cron_is_reported_beside_an_invalid_zone_of_its_trigger() -> None:
+    body = '- id: t\n  flow: backup\n  cron: "61 2 * * *"\n  timezone: Nowhere/Land\n'
+
+    problems = problems_of(trigger_doc(body))
+
+    assert [p["key"] for p in problems] == ["triggers[t].cron", "triggers[t].timezone"]
+    assert problems[0]["message"].endswith("minute 61 is out of range 0-59")
 
 
 def test_invalid_flow_is_not_also_an_unknown_flow() -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from triggers.clock import utc
 from triggers.declarations import parse_declarations
-from triggers.durations import format_duration, parse_duration
+from triggers.durations import format_duration, human_duration, parse_duration
 from triggers.errors import ConfigError, DeclarationError, InvalidTimeError
 from triggers.model import EverySchedule
 from triggers.settings import load_settings
@@ -159,3 +159,20 @@ def test_zero_is_refused_unless_allowed() -> None:
 @pytest.mark.parametrize("text", ["45s", "5m", "2h", "1d", "1h30m", "1d2h3m4s"])
 def test_format_duration_round_trips(text: str) -> None:
     assert format_duration(parse_duration(text)) == text
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        (timedelta(milliseconds=12), "12ms"),
+        (timedelta(milliseconds=999), "999ms"),
+        (timedelta(milliseconds=2500), "2.5s"),
+        (timedelta(seconds=45), "45s"),
+        (timedelta(milliseconds=594505), "9m54s"),
+        (timedelta(hours=1), "1h"),
+        (timedelta(days=1, hours=2), "1d2h"),
+        (timedelta(milliseconds=-30), "-30ms"),
+    ],
+)
+def test_a_measured_duration_reads_as_a_person_writes_it(value: timedelta, shown: str) -> None:
+    assert human_duration(value) == shown

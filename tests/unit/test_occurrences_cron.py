@@ -193,9 +193,23 @@ def test_invalid_cron_expression_is_refused_with_its_reason(expression: str, mes
     assert caught.value.exit_code is ExitCode.BAD_INPUT
 
 
-def test_croniter_complaint_is_kept_in_the_message() -> None:
-    with pytest.raises(ScheduleError, match="out of range"):
-        compile_schedule(CronSchedule(expression="61 * * * *"), trigger_id="t")
+@pytest.mark.parametrize(
+    ("expression", "reason"),
+    [
+        ("61 * * * *", "minute 61 is out of range 0-59"),
+        ("0 24 * * *", "hour 24 is out of range 0-23"),
+        ("0 0 0 * *", "day-of-month 0 is out of range 1-31"),
+        ("0 0 1-32 * *", "day-of-month 32 is out of range 1-31"),
+        ("0 0 * 13 *", "month 13 is out of range 1-12"),
+        ("0 0 * * 1,8", "day-of-week 8 is out of range 0-7"),
+        ("60 0 0 * * *", "second 60 is out of range 0-59"),
+        ("*/0 * * * *", "minute step 0 is not a step"),
+    ],
+)
+def test_a_number_out_of_its_field_is_named_with_the_field(expression: str, reason: str) -> None:
+    with pytest.raises(ScheduleError) as caught:
+        compile_schedule(CronSchedule(expression=expression), trigger_id="t")
+    assert caught.value.message == f"invalid cron expression {expression!r}: {reason}"
 
 
 @pytest.mark.parametrize(

@@ -23,6 +23,7 @@ from triggers.simulation import ClockJump, Downtime, Edit, Interval, Pause, Scen
 T0 = utc(2027, 3, 1)
 DAY = timedelta(days=1)
 HOUR = timedelta(hours=1)
+MINUTE = timedelta(minutes=1)
 
 
 def test_a_month_of_a_daily_trigger_takes_a_tick_per_occurrence_and_poll() -> None:
@@ -169,6 +170,17 @@ def test_a_range_without_a_daemon_leaves_an_empty_ledger() -> None:
     assert (result.records, result.downtime) == ([], [Interval(start_at=T0, end_at=T0 + DAY)])
 
 
+def test_a_run_without_a_stated_duration_takes_no_time_and_overlaps_nothing() -> None:
+    result = simulate(
+        Scenario(
+            specs=[spec("heartbeat", every=timedelta(seconds=30))], start_at=T0, end_at=T0 + HOUR
+        )
+    )
+
+    outcomes = {record.outcome.value for record in result.records}
+    assert outcomes == {"completed"} and len(result.records) == 120  # 00:00:30 .. 01:00
+
+
 def test_the_rows_for_a_renderer_are_history_rows_and_downtime_spans() -> None:
     from triggers.cli._common import fire_json
     from triggers.cli._foresight import simulated_history
@@ -177,6 +189,7 @@ def test_the_rows_for_a_renderer_are_history_rows_and_downtime_spans() -> None:
         specs=[spec("hourly", every=HOUR)],
         start_at=T0,
         end_at=T0 + 6 * HOUR,
+        default_duration=MINUTE,  # the run of the range's last instant is still going
         downtimes=[Downtime(start_at=T0 + 2.5 * HOUR, end_at=T0 + 4.5 * HOUR)],
     )
 

@@ -26,8 +26,9 @@ from triggers.api._schemas import (
     SignalBody,
     one_of,
 )
-from triggers.documents import MAX_COUNT, plain, run_json
+from triggers.documents import MAX_COUNT, plain, run_json, run_row_json
 from triggers.step_output import attempt_outputs, step_attempts
+from triggers.waits import waits_by_run
 
 RunId = Annotated[str, Path(description="A run's id, as `history` and `runs list` show it.")]
 
@@ -43,8 +44,11 @@ def list_runs(
     ] = None,
     limit: Annotated[int, Query(ge=1, le=100_000, description="At most this many.")] = 50,
 ) -> Json:
-    """The newest runs first (`triggers runs list --json`)."""
-    return Json(plain(ctx.runs.list_runs(status=status, limit=limit)))
+    """The newest runs first, each active one with what it waits for
+    (`triggers runs list --json`)."""
+    runs = ctx.runs.list_runs(status=status, limit=limit)
+    waits = waits_by_run(ctx.runs, runs)
+    return Json([run_row_json(run, waits.get(run.run_id, ())) for run in runs])
 
 
 @router.get("/runs/{run_id}", response_model=RunDocument, tags=["runs"])

@@ -91,6 +91,15 @@ class ErrorDocument(Document):
     error: ErrorDetail
 
 
+class WaitRow(Document):
+    wait_id: str
+    kind: str = Field(description="`signal` (a `wait_signal` step) or `sleep`.")
+    signal: str | None
+    until: Instant | None
+    text: str = Field(description="In words, with the command that sends the signal.")
+    command: str | None
+
+
 class TriggerRow(Document):
     id: str
     schedule: str
@@ -110,6 +119,9 @@ class TriggerRow(Document):
     last_outcome: str | None
     last_occurrence: Instant | None
     active_run_id: str | None
+    active_run_waiting: list[WaitRow] = Field(
+        description="What the active run waits for now (a signal, a sleep)."
+    )
     description: str | None
 
 
@@ -229,6 +241,7 @@ class RunRow(Document):
     created_at: Instant
     settled_at: Instant | None
     error: str | None
+    waiting: list[WaitRow] = Field(description="What an active run waits for now.")
 
 
 class AttemptRow(Document):
@@ -283,6 +296,11 @@ class RunDocument(Document):
     cancel_requested: bool
     park_reason: str | None
     effects: list[EffectRow]
+    waiting: list[WaitRow] = Field(description="What the run waits for now.")
+    awaited_signals: list[str] | None = Field(
+        description="Signals the run can take: its open waits' and those of the steps "
+        "still to come (null: a Python flow, whose waits are known as it reaches them)."
+    )
 
 
 class EventRow(Document):

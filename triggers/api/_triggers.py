@@ -36,12 +36,13 @@ from triggers.documents import (
     fired_json,
     next_json,
     paused_json,
-    trigger_json,
+    triggers_json,
 )
 from triggers.inspection import describe_trigger
 from triggers.model import Outcome
 from triggers.store.audit_log import ActionKind
 from triggers.times import parse_time
+from triggers.waits import open_waits
 
 TriggerId = Annotated[str, Path(description="A trigger's id, as `triggers list` shows it.")]
 Limit = Annotated[int, Query(ge=1, le=100_000, description="At most this many, newest first.")]
@@ -63,7 +64,8 @@ def list_triggers(ctx: Services, _caller: Reader) -> Json:
     """Every trigger: schedule, zone, overlap, state, next fire, last outcome, active run
     (`triggers list --json`)."""
     found = services.list_triggers(ctx.store, now=ctx.clock.now())
-    return Json([trigger_json(view) for view in found])
+    active = [view.active_run_id for view in found if view.active_run_id]
+    return Json(triggers_json(found, open_waits(ctx.runs, active)))
 
 
 @router.get("/triggers/{trigger_id}", response_model=TriggerDescription, tags=["triggers"])

@@ -20,8 +20,9 @@ from triggers.cli._app import options
 from triggers.cli._output import JsonOpt, Output, emit, table
 from triggers.clock import SystemClock
 from triggers.documents import fire_json, opt_iso, upcoming_json
+from triggers.durations import human_duration
 from triggers.errors import ExitCode, TriggersError
-from triggers.times import parse_time, show_time
+from triggers.times import parse_time, relative_time, show_time
 
 if TYPE_CHECKING:
     from triggers.model import FireRecord
@@ -68,6 +69,13 @@ def instant(text: str, *, now: datetime | None = None) -> datetime:
 def shown(value: datetime | None) -> str | None:
     """A table cell for an instant, in UTC or local time as `--local`/`--utc` says."""
     return show_time(value, local=options.local)
+
+
+def shown_with_relative(value: datetime | None, *, now: datetime) -> str | None:
+    """A table cell for an instant with how far it is from now: `... (in 3h12m)`."""
+    if value is None:
+        return None
+    return f"{shown(value)} ({relative_time(value, now=now)})"
 
 
 def quiet_logging(_settings: object = None, *, level: str = "warning") -> None:
@@ -136,12 +144,15 @@ def fire_table_row(record: FireRecord) -> list[Any]:
         occurrence = f"{occurrence} .. {shown(record.last_occurrence_at)} ({record.count})"
     latency = None
     if record.launched_at is not None:
-        latency = f"{(record.launched_at - record.occurrence_at).total_seconds() * 1000:.0f}ms"
+        latency = human_duration(record.launched_at - record.occurrence_at)
     reason = record.reason.value if record.reason else None
     if record.blocked_by:
         reason = f"{reason} by {record.blocked_by}"
     if record.reason_detail:
         reason = f"{reason} {record.reason_detail}"
+    ran = record.run_id is not None and record.launched_at is not None
+    ended = record.settled_at if ran and record.settled_at is not None else None
+    took = human_duration(ended - record.launched_at) if ended and record.launched_at else None
     return [
         occurrence,
         record.trigger_id,
@@ -149,8 +160,20 @@ def fire_table_row(record: FireRecord) -> list[Any]:
         reason,
         record.run_id,
         latency,
+        took,
+        shown(ended),
         record.error,
     ]
 
 
-FIRE_HEADERS = ["occurrence", "trigger", "outcome", "reason", "run", "latency", "error"]
+FIRE_HEADERS = [
+    "occurrence",
+    "trigger",
+    "outcome",
+    "reason",
+    "run",
+    "latency",
+    "duration",
+    "ended",
+    "error",
+]

@@ -141,7 +141,7 @@ def simulate(
         typer.Option(
             "--duration",
             metavar="[ID=]D",
-            help="How long ID's runs last (70m); without ID, every other's (default 1m).",
+            help="How long ID's runs last (70m); without ID, every other's (default 0s: no time).",
             show_default=False,
         ),
     ] = None,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -18,9 +18,10 @@ from triggers.cli._app import runs_app
 from triggers.cli._backend import actor, open_reads, open_runtime
 from triggers.cli._common import clock, errors, output_of, quiet_logging, shown
 from triggers.cli._output import JsonOpt, Output, OutputOpt, emit, listing, table
-from triggers.documents import MAX_COUNT, plain, run_json
+from triggers.documents import MAX_COUNT, plain, run_json, run_row_json
 from triggers.errors import InputError
 from triggers.step_output import attempt_outputs, step_attempts, step_states, tail
+from triggers.waits import decision_lines, waiting_text, waits_by_run
 
 if TYPE_CHECKING:
     from triggers.runner.runs import RunStatusInfo
@@ -43,17 +44,26 @@ def list_runs(
     shape = output_of(as_json, output)
     with errors(shape), open_reads() as reads:
         runs = reads.runs.list_runs(status=status, limit=limit + 1)
-        listing(runs, shape, limit=limit, to_json=plain, to_table=_runs_table, what="runs")
+        # Reading an active run's waits folds its log (whose logging goes to stderr).
+        waits = waits_by_run(reads.runs, runs[:limit], prepare=quiet_logging)
+
+        def to_json(run: Any) -> Any:
+            return run_row_json(run, waits.get(run.run_id, ()))
+
+        def to_table(rows: Sequence[Any]) -> None:
+            _runs_table(rows, waits)
+
+        listing(runs, shape, limit=limit, to_json=to_json, to_table=to_table, what="runs")
 
 
-def _runs_table(runs: Sequence[Any]) -> None:
+def _runs_table(runs: Sequence[Any], waits: Mapping[str, tuple[Any, ...]]) -> None:
     table(
         ["run", "flow", "state", "trigger", "occurrence", "created", "error"],
         [
             [
                 r.run_id,
                 r.flow,
-                r.state,
+                _state_cell(r.state, waits.get(r.run_id, ())),
                 r.attributes.get("trigger_id"),
                 r.attributes.get("occurrence"),
                 shown(r.created_at),
@@ -62,6 +72,17 @@ def _runs_table(runs: Sequence[Any]) -> None:
             for r in runs
         ],
     )
+
+
+def _state_cell(state: str, waits: Sequence[Any]) -> str:
+    """`active`, or what an active run waits for: `waiting for 'approved' until ...`."""
+    for wait in waits:
+        if wait.kind == "signal":
+            until = f" until {shown(wait.until)}" if wait.until is not None else ""
+            return f"waiting for {wait.signal!r}{until}"
+    for wait in waits:
+        return f"sleeping until {shown(wait.until)}"
+    return state
 
 
 @runs_app.command("show")
@@ -86,8 +107,15 @@ def show(run_id: RunArg, as_json: JsonOpt = False, output: OutputOpt = None) -> 
             f"  key {info.idempotency_key}\n  owner {info.owner or '-'}\n"
             f"  created {shown(info.created_at)}; settled {shown(info.settled_at) or '-'}\n"
         )
+        for wait in info.waits:
+            write(f"  {waiting_text(info.run_id, wait, show=shown)}\n")
         if info.park_reason:
             write(f"  parked: {info.park_reason}\n")
+            decisions = decision_lines(info.run_id, info.effects)
+            if decisions:
+                write("  decide with one of:\n")
+                for line in decisions:
+                    write(f"    {line}\n")
         if info.error:
             write(f"  error: {info.error}\n")
         if info.effects:
@@ -106,7 +134,7 @@ def show(run_id: RunArg, as_json: JsonOpt = False, output: OutputOpt = None) -> 
                     for e in info.effects
                 ],
             )
-        if len(steps) > 1:
+        if len(steps) > 1 or info.waits:
             write("steps (branches that ran at once overlap in time):\n")
             table(
                 ["step", "state", "attempts", "started", "ended"],

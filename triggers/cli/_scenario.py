@@ -2,7 +2,7 @@
 
 Forms (each option but `--from`/`--to` repeatable):
 
-- `--duration ID=D` how long ID's runs last; `--duration D` the others' (default 1m);
+- `--duration ID=D` how long ID's runs last; `--duration D` the others' (default 0s);
 - `--down T1..T2` no daemon runs from T1 until T2;
 - `--pause ID@T1..T2` ID paused at T1, resumed at T2; `--pause ID@T1..` to the end;
 - `--jump T=+D` / `T=-D` the daemon's clock steps forwards / back by D at T;

@@ -11,7 +11,7 @@ import typer
 
 from triggers.cli._app import app, options
 from triggers.cli._backend import location, open_reads, poll_interval_setting
-from triggers.cli._common import clock, errors, output_of, shown
+from triggers.cli._common import clock, errors, output_of, quiet_logging, shown
 from triggers.cli._output import JsonOpt, OutputOpt, emit, listing, table
 from triggers.documents import entry_json, status_json
 from triggers.errors import ExitCode
@@ -22,13 +22,23 @@ if TYPE_CHECKING:
 
 
 @app.command()
-def status(as_json: JsonOpt = False, output: OutputOpt = None) -> None:
+def status(
+    every: Annotated[
+        bool,
+        typer.Option(
+            "--all", help="Each daemon a live one replaced on its host too (one line else)."
+        ),
+    ] = False,
+    as_json: JsonOpt = False,
+    output: OutputOpt = None,
+) -> None:
     """The service's health: daemons (alive, stale, stopped), the database and why it is
-    this one, occurrences by outcome, runs waiting for an operator.
+    this one, occurrences by outcome, runs waiting for an operator or a signal.
 
     Exit 0 when healthy; 3 when no daemon is alive or a run waits for an operator."""
     from triggers import __version__  # noqa: PLC0415
     from triggers.inspection import status_report  # noqa: PLC0415
+    from triggers.waits import waiting_runs  # noqa: PLC0415
 
     shape = output_of(as_json, output)
     with errors(shape):
@@ -39,6 +49,7 @@ def status(as_json: JsonOpt = False, output: OutputOpt = None) -> None:
                 now=clock.now(),
                 poll_interval=poll_interval,
                 parked_runs=reads.runs.list_runs(status="parked", limit=1000),
+                waiting_runs=waiting_runs(reads.runs, prepare=quiet_logging),
             )
         document = status_json(report) | {
             "version": __version__,
@@ -48,24 +59,32 @@ def status(as_json: JsonOpt = False, output: OutputOpt = None) -> None:
         if shape.machine:
             emit(document, shape)
         else:
-            _status_text(document, report)
+            _status_text(document, report, every=every)
     if report.problems:
         raise typer.Exit(int(ExitCode.ATTENTION))
 
 
-def _status_text(document: dict[str, Any], report: StatusReport) -> None:
+def _status_text(document: dict[str, Any], report: StatusReport, *, every: bool) -> None:
     from triggers.durations import format_duration  # noqa: PLC0415
 
     write = sys.stdout.write
     verdict = "healthy" if not report.problems else "needs attention: " + "; ".join(report.problems)
     write(f"status: {verdict}\n")
     write(f"database: {document['database']} (from {document['database_source']})\n")
+    replaced: dict[str, list[str]] = {}
     for view in report.daemons:
+        if view.replaced_by is not None and not every:
+            replaced.setdefault(view.replaced_by, []).append(view.state)
+            continue
         age = format_duration(timedelta(seconds=int(max(view.age.total_seconds(), 0))))
+        successor = f", replaced by {view.replaced_by}" if view.replaced_by else ""
         write(
             f"daemon {view.beat.owner}: {view.state}, last tick {age} ago"
-            f" (version {view.beat.version})\n"
+            f" (version {view.beat.version}){successor}\n"
         )
+    for successor, states in replaced.items():
+        said = ", ".join(f"{states.count(s)} {s}" for s in ("stale", "stopped") if s in states)
+        write(f"earlier daemons: {len(states)} ({said}) replaced by {successor} (--all)\n")
     if not report.daemons:
         write("daemons: none has ever run on this database\n")
     counts = report.triggers
@@ -79,6 +98,13 @@ def _status_text(document: dict[str, Any], report: StatusReport) -> None:
     for run in report.parked_runs:
         trigger = run.attributes.get("trigger_id") or "-"
         write(f"parked run {run.run_id} (trigger {trigger}): triggers runs show {run.run_id}\n")
+    from triggers.waits import waiting_text  # noqa: PLC0415
+
+    for run, waits in report.waiting_runs:
+        trigger = run.attributes.get("trigger_id") or "-"
+        for wait in waits:
+            text = waiting_text(run.run_id, wait, show=shown)
+            write(f"run {run.run_id} (trigger {trigger}) {text}\n")
 
 
 @app.command("audit-log")

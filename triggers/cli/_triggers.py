@@ -15,12 +15,17 @@ from triggers.cli._common import (
     errors,
     fire_table_row,
     output_of,
+    quiet_logging,
     shown,
+    shown_with_relative,
 )
 from triggers.cli._output import JsonOpt, Output, OutputOpt, emit, table, value_text
-from triggers.documents import describe_json, paused_json, trigger_json
+from triggers.documents import describe_json, paused_json, triggers_json
+from triggers.waits import open_waits
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from triggers.inspection import TriggerDescription
     from triggers.model import Trigger
 
@@ -35,8 +40,12 @@ def list_command(as_json: JsonOpt = False, output: OutputOpt = None) -> None:
 
     shape = output_of(as_json, output)
     with errors(shape), open_reads() as reads:
-        found = services.list_triggers(reads.store, now=clock.now())
-        rows = [trigger_json(view) for view in found]
+        now = clock.now()
+        found = services.list_triggers(reads.store, now=now)
+        active = [view.active_run_id for view in found if view.active_run_id]
+        # Reading an active run's waits folds its log (whose logging goes to stderr).
+        waits = open_waits(reads.runs, active, prepare=quiet_logging) if active else {}
+        rows = triggers_json(found, waits)
         if shape.machine:
             emit(rows, shape)
             return
@@ -49,21 +58,39 @@ def list_command(as_json: JsonOpt = False, output: OutputOpt = None) -> None:
                     r["timezone"],
                     r["overlap"],
                     r["state"] + (f" by {r['blocked_by']}" if r["blocked_by"] else ""),
-                    _next_fire_cell(view),
-                    r["last_outcome"],
-                    r["active_run_id"],
+                    _next_fire_cell(view, now=now),
+                    _last_cell(view, now=now),
+                    _active_cell(r),
                 ]
                 for r, view in zip(rows, found, strict=True)
             ],
         )
 
 
-def _next_fire_cell(view: Any) -> str | None:
-    """The next fire, marked when DST moved it; or, when there is none, why."""
+def _next_fire_cell(view: Any, *, now: datetime) -> str | None:
+    """The next fire and how soon, marked when DST moved it; or, when there is none, why."""
     if view.next_fire is None:
         return None if view.no_next_fire is None else f"none ({view.no_next_fire})"
     shift = view.next_fire.shift
-    return f"{shown(view.next_fire_at)}" + (f" (DST {shift.kind})" if shift else "")
+    cell = shown_with_relative(view.next_fire_at, now=now)
+    return f"{cell}" + (f" (DST {shift.kind})" if shift else "")
+
+
+def _active_cell(row: dict[str, Any]) -> str | None:
+    """The active run, and what it waits for: `RUN (waiting for 'approved')`."""
+    run_id = row["active_run_id"]
+    signals = [w["signal"] for w in row["active_run_waiting"] if w["kind"] == "signal"]
+    if run_id and signals:
+        return f"{run_id} (waiting for {', '.join(repr(s) for s in signals)})"
+    return run_id  # type: ignore[no-any-return]
+
+
+def _last_cell(view: Any, *, now: datetime) -> str | None:
+    """The last decided occurrence's outcome, when it was and how long ago."""
+    last = view.last
+    if last is None:
+        return None
+    return f"{last.outcome.value} {shown_with_relative(last.occurrence_at, now=now)}"
 
 
 @app.command()
@@ -79,16 +106,17 @@ def describe(
 
     shape = output_of(as_json, output)
     with errors(shape), open_reads() as reads:
+        now = clock.now()
         found = describe_trigger(
-            reads.store, reads.audit, trigger_id, now=clock.now(), fires=fires, upcoming=upcoming
+            reads.store, reads.audit, trigger_id, now=now, fires=fires, upcoming=upcoming
         )
         if shape.machine:
             emit(describe_json(found), shape)
         else:
-            _describevalue_text(found)
+            _describevalue_text(found, now=now)
 
 
-def _describevalue_text(found: TriggerDescription) -> None:
+def _describevalue_text(found: TriggerDescription, *, now: datetime) -> None:
     from triggers.scheduler.occurrences import describe_shift  # noqa: PLC0415
 
     trigger, write = found.trigger, sys.stdout.write
@@ -104,7 +132,10 @@ def _describevalue_text(found: TriggerDescription) -> None:
         write(f"  blocked by run {trigger.blocked_by} (waiting for an operator: runs show)\n")
     if found.active_runs:
         write(f"  active runs: {', '.join(found.active_runs)}\n")
-    write(f"  decided up to {shown(trigger.watermark_at)}; {trigger.runs_launched} launched\n")
+    write(
+        f"  decided up to {shown(trigger.watermark_at)}; {trigger.runs_launched} launched by its"
+        " schedule (what max_runs counts; manual fires and backfills are not counted)\n"
+    )
     write("declaration:\n")
     for key, value in found.declaration.items():
         if isinstance(value, dict) and value:
@@ -132,7 +163,7 @@ def _describevalue_text(found: TriggerDescription) -> None:
         note = f"  {describe_shift(fire.shift)}" if fire.shift else ""
         if fire.excluded:
             note += f"  skipped: calendar {fire.excluded}"
-        write(f"  {shown(fire.occurrence_at)}  ({local}){note}\n")
+        write(f"  {shown_with_relative(fire.occurrence_at, now=now)}  ({local}){note}\n")
     write("operator actions (triggers audit-log --trigger ID for more):\n")
     for entry in found.actions:
         note = f": {entry.note}" if entry.note else ""

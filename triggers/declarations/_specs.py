@@ -257,8 +257,10 @@ def _trigger(raw: object, loc: Loc, context: _Context) -> TriggerSpec | None:
     schedule = _schedule(raw, trigger, loc, zone, problems)
     bounds_ok = start_at is None or end_at is None or end_at > start_at
     bad_defaults = {key for key in context.bad_defaults if key not in raw}
-    inputs_ok = not (bad | bad_defaults) & _SCHEDULE_INPUTS
-    if schedule is not None and trigger.id is not None and bounds_ok and inputs_ok:
+    bad_inputs = (bad | bad_defaults) & _SCHEDULE_INPUTS
+    if bad_inputs == {"timezone"}:
+        zone = "UTC"  # reported already: the schedule is still checked, in UTC
+    if schedule is not None and trigger.id is not None and bounds_ok and bad_inputs <= {"timezone"}:
         try:
             compile_schedule(
                 schedule, trigger_id=trigger.id, timezone=zone, start_at=start_at, end_at=end_at

@@ -208,6 +208,7 @@ def parse_cron(expression: str, *, trigger_id: str, check_fires: bool = True) ->
     ]
     _refuse_mixed_weekdays(fields[-1], expression)
     seconds_first = len(fields) == _WITH_SECONDS
+    _check_ranges(fields, expression, seconds_first=seconds_first)
     try:
         shape = _shape(" ".join(_unhashed(fields, trigger_id)), seconds_first=seconds_first)
     except CroniterError as exc:
@@ -264,6 +265,47 @@ def _shape(text: str, *, seconds_first: bool) -> _Shape:
         calendar=calendar,
         fires=calendar.fires(),
     )
+
+
+_FIELDS = (
+    ("minute", 0, 59),
+    ("hour", 0, 23),
+    ("day-of-month", 1, 31),
+    ("month", 1, 12),
+    ("day-of-week", 0, 7),
+)
+_NUMBER_PART = re.compile(r"^(?P<low>\d+)(?:-(?P<high>\d+))?$")
+
+
+def _check_ranges(fields: Sequence[str], expression: str, *, seconds_first: bool) -> None:
+    """Name the field of a number out of its range (`minute 61 is out of range 0-59`),
+    which croniter reports only as the whole expression being "not acceptable".
+
+    Raises:
+        ScheduleError: a number of a field is outside that field's range.
+    """
+    names = (("second", 0, 59), *_FIELDS) if seconds_first else _FIELDS
+    for (name, low, high), field in zip(names, fields, strict=True):
+        for item in field.split(","):
+            if "h" in item.lower():  # H spreads over the field's own range
+                continue
+            base, _, step = item.partition("/")
+            found = _NUMBER_PART.match(base.split("#")[0])
+            numbers = [] if found is None else [found["low"], found["high"]]
+            for text in numbers:
+                if text is not None and not low <= int(text) <= high:
+                    raise ScheduleError(
+                        f"invalid cron expression {expression!r}: {name} {int(text)} is out "
+                        f"of range {low}-{high}",
+                        expression=expression,
+                        field=name,
+                    )
+            if step.isdigit() and int(step) == 0:
+                raise ScheduleError(
+                    f"invalid cron expression {expression!r}: {name} step 0 is not a step",
+                    expression=expression,
+                    field=name,
+                )
 
 
 def _one_value_ranges(field: str, *, days: bool) -> str:

@@ -10,7 +10,9 @@ from triggers.clock import iso
 from triggers.errors import InputError
 from triggers.model import FireRecord, TriggerSpec
 
-DEFAULT_DURATION = timedelta(minutes=1)
+DEFAULT_DURATION = timedelta(0)
+"""How long a run lasts when no `--duration` says: no time (a default of its own
+would invent overlaps, such as an every-30s trigger's runs each lasting a minute)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -251,6 +251,48 @@ def test_signal_completes_a_waiting_step_once_per_key(make_runtime: MakeRuntime)
     assert runtime.inspect_run(handle.run_id).result == {"by": "ops"}
 
 
+TWO_GATES = {
+    "kind": "steps",
+    "steps": [
+        {"id": "first", "type": "wait_signal", "signal": "approved", "timeout_s": 600},
+        {"id": "nap", "type": "sleep", "duration_s": 0.01},
+        {"id": "second", "type": "wait_signal", "signal": "released", "timeout_s": None},
+    ],
+}
+
+
+def test_inspect_run_names_the_open_waits_and_the_signals_still_to_come(
+    make_runtime: MakeRuntime,
+) -> None:
+    runtime = make_runtime()
+    runtime.start()
+    version = runtime.register_flow("gates", TWO_GATES)
+    handle = runtime.start_run(request(version, "k1", flow="gates"))
+
+    def waits_on(signal: str) -> Any:
+        deadline = datetime.now(UTC) + timedelta(seconds=30)
+        while datetime.now(UTC) < deadline:
+            info = runtime.inspect_run(handle.run_id)
+            if [w.signal for w in info.waits] == [signal]:
+                return info
+            threading.Event().wait(0.02)
+        raise AssertionError(f"the run never waited for {signal!r}")
+
+    first = waits_on("approved")
+    [wait] = first.waits
+    assert (wait.wait_id, wait.kind) == ("first", "signal")
+    assert wait.until is not None and wait.until > first.created_at
+    assert first.awaited_signals == ("approved", "released")
+    runtime.signal(handle.run_id, "approved")
+    second = waits_on("released")
+    assert second.awaited_signals == ("released",) and second.waits[0].until is None
+    runtime.signal(handle.run_id, "released")
+    settled = runtime.wait_settled(handle.run_id, 10)
+    assert settled.status == "completed"
+    done = runtime.inspect_run(handle.run_id)
+    assert done.waits == () and done.awaited_signals == ()
+
+
 def test_a_request_says_whether_it_was_recorded_so_the_run_wakes_at_once(
     make_runtime: MakeRuntime, looms_db: Database
 ) -> None:

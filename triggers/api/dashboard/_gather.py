@@ -27,6 +27,7 @@ from triggers.documents import (
 from triggers.inspection import describe_trigger, status_report
 from triggers.model import Outcome, Trigger
 from triggers.step_output import attempt_outputs
+from triggers.waits import waiting_runs
 
 PAGE = 50
 """Triggers on a page of the list."""
@@ -214,5 +215,6 @@ def status_page(ctx: ApiServices) -> dict[str, Any]:
         now=ctx.clock.now(),
         poll_interval=ctx.poll_interval,
         parked_runs=ctx.runs.list_runs(status="parked", limit=1000),
+        waiting_runs=waiting_runs(ctx.runs),
     )
     return status_json(report) | {"version": __version__, "database": ctx.database}

@@ -18,6 +18,7 @@ from triggers.documents import daemon_json, fire_json
 from triggers.inspection import daemon_views
 from triggers.model import Outcome
 from triggers.store.protocol import HistoryQuery
+from triggers.waits import DECISIONS
 
 FAILING_WINDOW = timedelta(hours=24)
 """A trigger whose newest row failed within this long is listed as failing."""
@@ -49,13 +50,6 @@ def daemons(ctx: ApiServices) -> list[dict[str, Any]]:
     beats = ctx.store.heartbeats()
     views = daemon_views(beats, now=ctx.clock.now(), poll_interval=ctx.poll_interval)
     return [daemon_json(view) for view in views]
-
-
-DECISIONS = {
-    "retry": "run the step again: its first attempt may have done part of its work, or all",
-    "cancel": "cancel the run: the step is not run again, and the trigger launches again",
-}
-"""What each decision on a parked run means (its page says it too)."""
 
 
 def parked_json(ctx: ApiServices, run: Any) -> dict[str, Any]:

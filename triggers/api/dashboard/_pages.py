@@ -22,6 +22,7 @@ from triggers.api.dashboard import _gather, _overview
 from triggers.api.dashboard._picture import SPANS, timeline_svg
 from triggers.api.dashboard._render import Viewer, page, to_login, viewer
 from triggers.errors import InputError, UsageError
+from triggers.waits import DECISIONS
 
 log = structlog.get_logger()
 
@@ -166,7 +167,7 @@ def run(request: Request, run_id: str) -> Response:
         "run.html",
         who,
         doc=_gather.run_page(_ctx(request), run_id),
-        decisions=_overview.DECISIONS,
+        decisions=DECISIONS,
     )
 
 
