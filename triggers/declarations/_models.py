@@ -24,10 +24,12 @@ from pydantic import (
 from triggers.declarations._values import (
     Argv,
     Count,
+    DateRange,
     Duration,
     EnvName,
     HttpMethod,
     Id,
+    InheritedName,
     Instant,
     NonEmpty,
     Ref,
@@ -35,6 +37,8 @@ from triggers.declarations._values import (
     Status,
     Text,
     Url,
+    Weekday,
+    YearlyRange,
     Zone,
     every_shorthand,
 )
@@ -84,6 +88,29 @@ class TriggerFieldsModel(_Model):
     end: Instant | None = None
     max_runs: Count | None = None
     pause_on_failure: bool | None = None
+    exclude: list[Id] | None = None
+    only: list[Id] | None = None
+
+
+class HolidaysModel(_Model):
+    """`holidays:` of a calendar: a country's public holidays (the `holidays` package)."""
+
+    country: Annotated[str, StringConstraints(pattern=r"^[A-Z]{2,3}$")]
+    subdiv: NonEmpty | None = None
+    language: NonEmpty | None = None
+    categories: list[NonEmpty] | None = None
+
+
+class NamedCalendarModel(_Model):
+    """One value of `calendars:`: the days (or times) it holds, each key adding to them."""
+
+    holidays: HolidaysModel | None = None
+    dates: list[DateRange] | None = None
+    yearly: list[YearlyRange] | None = None
+    weekdays: list[Weekday] | None = None
+    cron: list[NonEmpty] | None = None
+    timezone: Zone | None = None
+    description: str | None = None
 
 
 class DefaultsModel(TriggerFieldsModel):
@@ -167,6 +194,19 @@ class WaitSignalModel(_Model):
     timeout: Duration | None = None
 
 
+class SecretModel(_Model):
+    """One value of a step's `secrets:`: a file, or a systemd credential."""
+
+    file: NonEmpty | None = None
+    credential: NonEmpty | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> SecretModel:
+        if (self.file is None) == (self.credential is None):
+            raise ValueError("a secret is read from one of: file, credential")
+        return self
+
+
 class StepModel(_Model):
     """One item of a flow's `steps:`; which keys go together is checked by the caller."""
 
@@ -179,6 +219,8 @@ class StepModel(_Model):
     timeout: Duration | None = None
     retry: RetryModel | None = None
     env: dict[EnvName, Text] | None = None
+    env_inherit: list[InheritedName] | None = None
+    secrets: dict[EnvName, SecretModel] | None = None
     cwd: NonEmpty | None = None
     idempotent: bool | None = None
     needs: list[Id] | None = None
@@ -197,9 +239,10 @@ class FlowModel(_Model):
 class DocumentModel(_Model):
     """The top level; sections are validated item by item by the caller."""
 
-    nullable = frozenset({"version", "defaults", "flows", "triggers"})
+    nullable = frozenset({"version", "defaults", "flows", "triggers", "calendars"})
 
     version: Any = None
     defaults: Any = None
+    calendars: dict[Any, Any] | None = None
     flows: dict[Any, Any] | None = None
     triggers: list[Any] | None = None

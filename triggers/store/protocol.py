@@ -29,6 +29,10 @@ class ClaimRequest:
     kind: FireKind = "scheduled"
     manual_key: str = ""
     overlap: Overlap | None = None  # a manual fire's override of the trigger's policy
+    excluded_by: str | None = None
+    """The calendar that leaves this occurrence out, with the day's name (`de-by
+    (Allerheiligen)`), as the scheduler found it in the trigger at `expected_revision`:
+    the claim records it `skipped` with reason `calendar`."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

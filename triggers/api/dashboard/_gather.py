@@ -149,8 +149,8 @@ def trigger_page(
 def run_page(ctx: ApiServices, run_id: str) -> dict[str, Any]:
     """`runs show --json` of one run, with every attempt's output (`runs logs`), its
     newest events (`runs events`), the signal it waits for and, parked, its decisions."""
-    info = ctx.runtime.inspect_run(run_id)
-    events = ctx.runtime.get_events(run_id)
+    info = ctx.runs.inspect_run(run_id)
+    events = ctx.runs.get_events(run_id)
     document = run_json(info, events)
     document["attempts"] = [attempt.to_json() for attempt in attempt_outputs(events)]
     document["events"] = plain(list(events[-EVENTS_SHOWN:]))
@@ -213,6 +213,6 @@ def status_page(ctx: ApiServices) -> dict[str, Any]:
         ctx.store,
         now=ctx.clock.now(),
         poll_interval=ctx.poll_interval,
-        parked_runs=ctx.runtime.list_runs(status="parked", limit=1000),
+        parked_runs=ctx.runs.list_runs(status="parked", limit=1000),
     )
     return status_json(report) | {"version": __version__, "database": ctx.database}
