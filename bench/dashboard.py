@@ -7,7 +7,9 @@ trigger list's first page, a trigger's page and a run's page: median and p90 of
 `--repeat` requests each. Then the daemon's CPU over `--idle-s` seconds with no
 browser, and over as long with one open tab's refreshes (the overview and a
 trigger's page, every 5 s each, with the ETag of the last answer, as dashboard.js
-asks them), as a share of a core.
+asks them), as a share of a core; and the daemon's CPU for one refresh of an unchanged
+page (a 304; its CPU over 20 in a row less its idle share), from which an open tab's
+cost follows without the idle daemon's noise.
 
     .venv/bin/python bench/dashboard.py
     .venv/bin/python bench/dashboard.py \
@@ -80,6 +82,18 @@ def share_of_core(pid: int, seconds: float, client: httpx.Client | None, paths: 
     return round(100 * spent / (time.monotonic() - started), 3)
 
 
+def refresh_cost(client: httpx.Client, pid: int, path: str, idle_pct: float) -> float:
+    """The daemon's CPU for one refresh of an unchanged `path` (answered 304), in ms:
+    its CPU over 20 back-to-back refreshes, less what it spends idle meanwhile."""
+    tag = client.get(path).headers["etag"]
+    before, started = cpu_ns(pid), time.monotonic()
+    for _ in range(20):
+        client.get(path, headers={"X-Dashboard-Refresh": "1", "If-None-Match": tag})
+    elapsed = time.monotonic() - started
+    spent_ms = (cpu_ns(pid) - before) / 1e6 - idle_pct / 100 * elapsed * 1000
+    return round(max(spent_ms, 0.0) / 20, 2)
+
+
 def wait_for_answers(client: httpx.Client, daemon: subprocess.Popen[bytes]) -> None:
     deadline = time.monotonic() + 120
     while True:
@@ -140,6 +154,15 @@ def main() -> None:
         result["idle_cpu_pct"] = share_of_core(daemon.pid, args.idle_s, None, [])
         result["open_tab_cpu_pct"] = share_of_core(
             daemon.pid, args.idle_s, client, ["/", "/triggers/t000042"]
+        )
+        idle_pct = float(result["idle_cpu_pct"])  # type: ignore[arg-type]
+        refreshes = {
+            path: refresh_cost(client, daemon.pid, path, idle_pct)
+            for path in ("/", "/triggers/t000042")
+        }
+        result["refresh_304_cpu_ms"] = refreshes
+        result["open_tab_estimate_pct"] = round(
+            sum(refreshes.values()) / (REFRESH_S * 1000) * 100, 3
         )
         result["open_tab_statuses"] = {str(k): v for k, v in sorted(STATUSES.items())}
         result["dashboard_cost_pct"] = round(

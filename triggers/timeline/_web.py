@@ -4,8 +4,10 @@ It draws the lanes `render_svg` draws (`triggers.timeline.lanes`), in the same c
 (`_style.LOOKS`), as plain shapes: each run's bar a link (`Timeline.run_links`) with a
 tooltip, skipped and missed ranges shaded, pending occurrences as rings, manual fires
 as diamonds, upcoming fires as ticks, DST changes dashed, downtime hatched, now as a
-line, a time axis and a legend of what is drawn. A few milliseconds, where matplotlib
-takes tens (and seconds for its import): the dashboard draws a page's picture with it.
+line, a time axis and a legend of what is drawn. What lies over a bar (now, a manual
+fire's diamond, downtime) takes no clicks: a run that just ended is still followed.
+A few milliseconds, where matplotlib takes tens (and seconds for its import): the
+dashboard draws a page's picture with it.
 """
 
 from __future__ import annotations
@@ -83,14 +85,14 @@ def render_web_svg(timeline: Timeline) -> str:
         left, right = x(down.started_at), x(down.ended_at)
         parts.append(
             f'<rect x="{left}" y="{TOP}" width="{max(right - left, 1)}" height="{bottom - TOP}" '
-            f'fill="url(#hatch)" opacity="0.5"><title>daemon down</title></rect>'
+            f'fill="url(#hatch)" opacity="0.5" pointer-events="none"/>'
         )
         drawn["downtime"] = '<rect width="10" height="10" fill="url(#hatch)"/>'
     if timeline.now is not None and timeline.since <= timeline.now <= timeline.until:
         at = x(timeline.now)
         parts.append(
             f'<line x1="{at}" y1="{TOP - 4}" x2="{at}" y2="{bottom}" stroke="{NOW.colour}" '
-            f'stroke-width="1.5"><title>now</title></line>'
+            f'stroke-width="1.5" pointer-events="none"/>'
         )
         drawn["now"] = f'<line x1="5" y1="0" x2="5" y2="10" stroke="{NOW.colour}"/>'
     parts.append(_legend(drawn, bottom + 14))
@@ -147,7 +149,7 @@ def _lane(
         look = LOOKS[run.outcome]
         left, right = place(run.start), place(run.end)
         bar = (
-            f'<rect x="{left}" y="{top + 5}" width="{max(right - left, 3)}" '
+            f'<rect x="{left}" y="{top + 5}" width="{max(right - left, 4)}" '
             f'height="{LANE - 10}" fill="{look.colour}"/>'
         )
         tip = escape(run_tooltip(run, timeline.display_zone))
@@ -174,7 +176,7 @@ def _lane(
         left = place(at)
         found.append(
             f'<line x1="{left}" y1="{top + 9}" x2="{left}" y2="{top + LANE - 9}" '
-            f'stroke="{UPCOMING.colour}" stroke-width="2"/>'
+            f'stroke="{UPCOMING.colour}" stroke-width="2" pointer-events="none"/>'
         )
         drawn["upcoming"] = _legend_mark(
             f'<line x1="5" y1="0" x2="5" y2="10" stroke="{UPCOMING.colour}" stroke-width="2"/>',
@@ -196,7 +198,7 @@ def _lane(
 def _diamond(left: float, top: float) -> str:
     return (
         f'<polygon points="{left},{top} {left + 4},{top + 4} {left},{top + 8} '
-        f'{left - 4},{top + 4}" fill="{MANUAL.colour}"/>'
+        f'{left - 4},{top + 4}" fill="{MANUAL.colour}" pointer-events="none"/>'
     )
 
 
