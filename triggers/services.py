@@ -223,7 +223,7 @@ def require_trigger(store: TriggerReads, trigger_id: str) -> Trigger:
     return trigger
 
 
-def fire(
+def claim_manual_fire(
     store: TriggerStore,
     trigger_id: str,
     *,
@@ -257,12 +257,14 @@ def fire(
     return result
 
 
-def pause(store: TriggerStore, trigger_id: str, *, note: str | None, now: datetime) -> Trigger:
+def pause_trigger(
+    store: TriggerStore, trigger_id: str, *, note: str | None, now: datetime
+) -> Trigger:
     require_trigger(store, trigger_id)
     return store.set_paused(trigger_id, paused=True, note=note or "paused by an operator", now=now)
 
 
-def resume(store: TriggerStore, trigger_id: str, *, now: datetime) -> Trigger:
+def resume_trigger(store: TriggerStore, trigger_id: str, *, now: datetime) -> Trigger:
     """Resume claims. The paused period is recorded first as one `skipped` range (reason
     `paused`), so none of its occurrences launches on resume."""
     trigger = require_trigger(store, trigger_id)
@@ -293,7 +295,7 @@ def _record_quiet(store: TriggerStore, trigger: Trigger, *, now: datetime) -> Tr
     return trigger
 
 
-def backfill(
+def claim_backfill(
     store: TriggerStore,
     trigger_id: str,
     *,

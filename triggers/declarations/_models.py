@@ -29,6 +29,7 @@ from triggers.declarations._values import (
     EnvName,
     HttpMethod,
     Id,
+    InheritedName,
     Instant,
     NonEmpty,
     Ref,
@@ -193,6 +194,19 @@ class WaitSignalModel(_Model):
     timeout: Duration | None = None
 
 
+class SecretModel(_Model):
+    """One value of a step's `secrets:`: a file, or a systemd credential."""
+
+    file: NonEmpty | None = None
+    credential: NonEmpty | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> SecretModel:
+        if (self.file is None) == (self.credential is None):
+            raise ValueError("a secret is read from one of: file, credential")
+        return self
+
+
 class StepModel(_Model):
     """One item of a flow's `steps:`; which keys go together is checked by the caller."""
 
@@ -205,6 +219,8 @@ class StepModel(_Model):
     timeout: Duration | None = None
     retry: RetryModel | None = None
     env: dict[EnvName, Text] | None = None
+    env_inherit: list[InheritedName] | None = None
+    secrets: dict[EnvName, SecretModel] | None = None
     cwd: NonEmpty | None = None
     idempotent: bool | None = None
     needs: list[Id] | None = None

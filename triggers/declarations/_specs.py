@@ -53,13 +53,16 @@ SUPPORTED_VERSION = 1
 SCHEDULE_KINDS = ("cron", "every", "calendar", "at")
 # Step kind: how messages name it, and which optional step keys it takes.
 STEP_KINDS = {
-    "run": ("a command", frozenset({"timeout", "retry", "env", "cwd", "idempotent"})),
+    "run": (
+        "a command",
+        frozenset({"timeout", "retry", "env", "env_inherit", "secrets", "cwd", "idempotent"}),
+    ),
     "http": ("an http", frozenset({"timeout", "retry", "idempotent"})),
     "python": ("a python", frozenset({"timeout", "retry", "idempotent"})),
     "sleep": ("a sleep", frozenset[str]()),
     "wait_signal": ("a wait_signal", frozenset[str]()),
 }
-_STEP_OPTIONS = ("timeout", "retry", "env", "cwd", "idempotent")
+_STEP_OPTIONS = ("timeout", "retry", "env", "env_inherit", "secrets", "cwd", "idempotent")
 _SAFE_METHODS = frozenset({"GET", "HEAD"})
 _DEFAULT_ZONE = "UTC"
 # Keys that TriggerSpec holds under the same name and meaning, copied after merging.
@@ -354,7 +357,8 @@ def _flow_definition(raw: object, loc: Loc, problems: Problems) -> dict[str, Jso
     """The canonical JSON definition of one flow, or None once its problems are reported.
 
     The durable runtime interprets this JSON and its digest versions the flow, so its
-    keys are a contract (DESIGN.md) and it keeps no trace of the YAML's formatting.
+    keys are a contract (docs/yaml.md, "Flows" and "Steps") and it keeps no trace of the
+    YAML's formatting.
     """
     before = problems.count
     flow, _ = validate_partial(FlowModel, raw, loc, problems)
@@ -441,7 +445,15 @@ def _step_kind_json(step: StepModel, loc: Loc, problems: Problems) -> dict[str, 
         "idempotent": bool(step.idempotent),
     }
     if step.run is not None:
-        command = {"argv": step.run, "env": step.env or {}, "cwd": step.cwd}
+        command: dict[str, JsonValue] = {"argv": step.run, "env": step.env or {}, "cwd": step.cwd}
+        # Only when given: a flow without them keeps the definition (and version) it had.
+        if step.env_inherit:
+            command["env_inherit"] = list(dict.fromkeys(step.env_inherit))
+        if step.secrets:
+            command["secrets"] = {
+                name: {"file": s.file} if s.file is not None else {"credential": s.credential}
+                for name, s in step.secrets.items()
+            }
         return {"id": step.id, "type": "command", **command, **effect}
     if step.python is not None:
         return {"id": step.id, "type": "python", "ref": step.python, **effect}

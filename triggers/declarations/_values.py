@@ -126,6 +126,12 @@ def _check_env_name(name: str) -> str:
     return name
 
 
+def _not_a_setting(name: str) -> str:
+    if name.startswith("TRIGGERS_"):
+        raise ValueError(f"{name} is the daemon's setting; no step gets the daemon's settings")
+    return name
+
+
 def _check_url(url: str) -> str:
     parts = urlsplit(url)
     if parts.scheme not in {"http", "https"} or not parts.netloc:
@@ -221,6 +227,7 @@ Text = Annotated[str, BeforeValidator(_text)]
 NonEmpty = Annotated[str, AfterValidator(_non_empty)]
 Argv = Annotated[list[Text], BeforeValidator(_argv), AfterValidator(_check_argv)]
 EnvName = Annotated[str, AfterValidator(_check_env_name)]
+InheritedName = Annotated[str, AfterValidator(_check_env_name), AfterValidator(_not_a_setting)]
 Url = Annotated[str, AfterValidator(_check_url)]
 HttpMethod = Annotated[str, AfterValidator(_check_method)]
 Status = Annotated[int, Field(ge=100, le=599)]

@@ -341,6 +341,26 @@ class TriggerReads(Protocol):
         """Ledger rows, newest occurrence first."""
         ...
 
+    def recent_records(
+        self, trigger_ids: Sequence[str], *, limit: int
+    ) -> dict[str, list[FireRecord]]:
+        """Each of `trigger_ids`' newest `limit` ledger rows, newest occurrence first,
+        as `history` returns them for the one trigger (a trigger without rows: none),
+        read at once (a page of the dashboard's list: one query, on the ledger's index)."""
+        ...
+
+    def recent_outcomes(
+        self, trigger_ids: Sequence[str], *, limit: int
+    ) -> dict[str, list[tuple[datetime, Outcome]]]:
+        """`recent_records`' rows reduced to (occurrence, outcome): a sparkline's bars,
+        without reading and decoding whole rows."""
+        ...
+
+    def triggers_with(self, outcome: Outcome) -> set[str]:
+        """The triggers that have a ledger row of `outcome` (read off the ledger's
+        outcome index: the dashboard's failing filter looks at those only)."""
+        ...
+
     def last_records(self) -> dict[str, FireRecord]:
         """The ledger row of each trigger's newest occurrence (a range by its last)."""
         ...
