@@ -156,3 +156,10 @@ def test_a_changed_calendar_is_a_change_of_its_triggers_declaration() -> None:
         ["sun"],
     )
     assert declaration_view(before)["only"] == ["shutdown"]
+
+
+def test_one_shot_on_an_excluded_day_is_refused() -> None:
+    text = GOOD + '  - {id: d, flow: f, at: "2026-12-26T10:00:00Z", exclude: [shutdown]}\n'
+    [found] = problems_of(text)
+    assert found["key"] == "triggers[d].at"
+    assert "left out by calendar shutdown (2026-12-24..2026-12-31)" in found["message"]

@@ -24,7 +24,7 @@ from typing import Any
 from triggers.errors import ScheduleError
 from triggers.model import CalendarSpec, HolidayRule, TriggerSpec
 from triggers.scheduler._cron import CronRule, parse_cron
-from triggers.scheduler._timeline import load_zone
+from triggers.scheduler._zone_offsets import load_zone
 
 __all__ = [
     "CompiledCalendar",
