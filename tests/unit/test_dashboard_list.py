@@ -6,11 +6,11 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any, cast
 
+from tests.clocks import FakeClock
 from tests.contract.test_store import T0, claim, reserved
 from tests.factories import spec
 from triggers.api._context import ApiServices
 from triggers.api.dashboard._gather import PAGE, SPARK, ListFilter, trigger_list
-from triggers.clock import FakeClock
 from triggers.store.memory import MemoryTriggerStore
 from triggers.store.protocol import Launch, Settlement
 
@@ -19,7 +19,7 @@ def _services(store: MemoryTriggerStore) -> ApiServices:
     return ApiServices(
         store=store,
         audit=cast("Any", None),
-        runtime=cast("Any", None),
+        runs=cast("Any", None),
         clock=FakeClock(T0 + timedelta(hours=1)),
         host="h",
         owner="api:test",
