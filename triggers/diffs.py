@@ -147,6 +147,23 @@ def declaration_view(spec: TriggerSpec) -> dict[str, Any]:
         "end": when(spec.end_at),
         "max_runs": spec.max_runs,
         "pause_on_failure": spec.pause_on_failure,
+        **_calendars_view(spec),
+    }
+
+
+def _calendars_view(spec: TriggerSpec) -> dict[str, Any]:
+    """`exclude`, `only` and the rules of the calendars they name (so that a revision
+    that changed a calendar says what changed), for a trigger that names any."""
+    if not spec.calendars:
+        return {}
+    rules = {}
+    for calendar in spec.calendars:
+        given = calendar.to_json()
+        rules[calendar.name] = {k: v for k, v in given.items() if k != "name" and v}
+    return {
+        "exclude": [calendar.name for calendar in spec.exclude],
+        "only": [calendar.name for calendar in spec.only],
+        "calendars": rules,
     }
 
 

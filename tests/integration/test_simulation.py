@@ -32,6 +32,19 @@ def _specs(body: str) -> list[TriggerSpec]:
     return list(parse_declarations(text, source="scenario.yaml").triggers)
 
 
+_CALENDARS = (
+    "calendars:\n"
+    "  de-by: {holidays: {country: DE, subdiv: BY}}\n"
+    '  dst-day: {dates: ["2027-03-28"]}\n'
+    '  nights: {cron: ["* 0-5 * * *"]}\n'
+)
+
+
+def _calendar_specs(body: str) -> list[TriggerSpec]:
+    text = f"version: 1\n{_CALENDARS}flows:\n  job: {{steps: []}}\ntriggers:\n" + body
+    return list(parse_declarations(text, source="scenario.yaml").triggers)
+
+
 def _at(hours: float) -> datetime:
     return T0 + timedelta(hours=hours)
 
@@ -153,6 +166,22 @@ SCENARIOS = {
         ],
         pauses=[Pause(trigger_id="new", start_at=_at(5), end_at=_at(6))],
     ),
+    # Easter Monday, a DST day excluded by date, nights by cron wall times; the
+    # excluded occurrences take no slot of the long runs they fall behind.
+    "holiday-dst-day-and-nights-excluded": Scenario(
+        specs=_calendar_specs(
+            '  - {id: backup, flow: job, cron: "30 2 * * *", timezone: Europe/Berlin,'
+            " exclude: [de-by, dst-day]}\n"
+            "  - {id: sync, flow: job, every: 50m, timezone: Europe/Berlin,"
+            " exclude: [nights], overlap: buffer}\n"
+            '  - {id: weekday, flow: job, cron: "0 9 * * *", timezone: Europe/Berlin,'
+            " exclude: [de-by]}\n"
+        ),
+        start_at=T0,
+        end_at=_at(80),
+        durations={"sync": timedelta(minutes=70)},
+        default_duration=timedelta(minutes=5),
+    ),
 }
 
 
@@ -167,3 +196,5 @@ def test_a_simulation_writes_the_ledger_the_real_engine_writes(
 
     assert simulated == engine
     assert len({row[2] for row in simulated}) > 1  # a scenario that tells something
+    if "excluded" in name:
+        assert {row[3] for row in simulated} >= {"calendar", "overlap"}

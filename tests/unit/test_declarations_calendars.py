@@ -8,6 +8,7 @@ from typing import Any, cast
 import pytest
 
 from triggers.declarations import parse_declarations
+from triggers.diffs import declaration_view, field_changes
 from triggers.errors import DeclarationError
 from triggers.model import CalendarSpec, HolidayRule, TriggerSpec
 
@@ -140,3 +141,25 @@ def test_trigger_that_could_never_fire_is_refused(trigger: str, message: str) ->
     [found] = problems_of(text + f"  - {trigger}\n")
     assert found["key"].startswith("triggers[d]")
     assert message in found["message"]
+
+
+def test_a_changed_calendar_is_a_change_of_its_triggers_declaration() -> None:
+    [before] = [t for t in parse_declarations(GOOD, source="t.yaml").triggers if t.id == "c"]
+    edited = GOOD.replace("weekdays: [sat, Sunday]", "weekdays: [sun]")
+    [after] = [t for t in parse_declarations(edited, source="t.yaml").triggers if t.id == "c"]
+
+    assert before.digest() != after.digest()
+    [change] = field_changes(declaration_view(before), declaration_view(after))
+    assert (change.key, change.old, change.new) == (
+        "calendars.shutdown.weekdays",
+        ["sat", "sun"],
+        ["sun"],
+    )
+    assert declaration_view(before)["only"] == ["shutdown"]
+
+
+def test_one_shot_on_an_excluded_day_is_refused() -> None:
+    text = GOOD + '  - {id: d, flow: f, at: "2026-12-26T10:00:00Z", exclude: [shutdown]}\n'
+    [found] = problems_of(text)
+    assert found["key"] == "triggers[d].at"
+    assert "left out by calendar shutdown (2026-12-24..2026-12-31)" in found["message"]

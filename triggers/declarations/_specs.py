@@ -46,7 +46,7 @@ from triggers.model import (
     Schedule,
     TriggerSpec,
 )
-from triggers.scheduler.calendars import check_calendar
+from triggers.scheduler.calendars import check_calendar, compile_calendars
 from triggers.scheduler.occurrences import compile_schedule
 
 SUPPORTED_VERSION = 1
@@ -241,6 +241,28 @@ def _trigger_calendars(
     return found
 
 
+def _check_one_shot(
+    schedule: Schedule, fields: dict[str, Any], loc: Loc, problems: Problems
+) -> None:
+    """An `at` trigger whose one occurrence a calendar leaves out would never fire."""
+    if not isinstance(schedule, AtSchedule) or not (fields.get("exclude") or fields.get("only")):
+        return
+    probe = TriggerSpec(
+        id="probe",
+        flow="probe",
+        flow_version="",
+        schedule=schedule,
+        timezone=fields["timezone"],
+        exclude=fields.get("exclude", ()),
+        only=fields.get("only", ()),
+    )
+    calendars = compile_calendars(probe)
+    excluded = None if calendars is None else calendars.exclusion(schedule.at)
+    if excluded is not None:
+        message = f"its one occurrence is left out by calendar {excluded}: it would never fire"
+        problems.add((*loc, "at"), message)
+
+
 def _trigger(raw: object, loc: Loc, context: _Context) -> TriggerSpec | None:
     problems = context.problems
     before = problems.count
@@ -267,6 +289,8 @@ def _trigger(raw: object, loc: Loc, context: _Context) -> TriggerSpec | None:
             )
         except ScheduleError as exc:
             problems.add((*loc, schedule.kind), exc.message)
+        else:
+            _check_one_shot(schedule, fields, loc, problems)
     flow = context.flows.get(trigger.flow or "")
     if problems.count > before or trigger.id is None or flow is None or schedule is None:
         return None
