@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal, TypeAlias
 
+from triggers.alert_rules import AlertRule
 from triggers.clock import from_ms, iso, iso_key, to_ms
 from triggers.durations import format_duration
 
@@ -168,12 +169,13 @@ class TriggerSpec:
     end_at: datetime | None = None
     max_runs: int | None = None
     pause_on_failure: bool = False
+    alert: AlertRule | None = None
     # The digest, once computed: an apply compares ten thousand of them, twice.
     _digest: str = field(default="", init=False, repr=False, compare=False)
 
     def to_json(self) -> dict[str, JsonValue]:
         """The canonical stored form (the digest of which decides a revision bump)."""
-        return {
+        stored = {
             "id": self.id,
             "flow": self.flow,
             "flow_version": self.flow_version,
@@ -196,6 +198,10 @@ class TriggerSpec:
             "max_runs": self.max_runs,
             "pause_on_failure": self.pause_on_failure,
         }
+        # Only when declared, so that the digest (the revision) of other triggers is unchanged.
+        if self.alert is not None:
+            stored["alert"] = self.alert.to_json()
+        return stored
 
     @classmethod
     def from_json(cls, data: Mapping[str, JsonValue]) -> TriggerSpec:
@@ -223,6 +229,7 @@ class TriggerSpec:
             end_at=_opt_dt(data["end_at"]),
             max_runs=data["max_runs"],
             pause_on_failure=bool(data["pause_on_failure"]),
+            alert=AlertRule.from_json(data["alert"]) if data.get("alert") else None,
         )
 
     def digest(self) -> str:

@@ -146,6 +146,16 @@ def _non_empty(value: str) -> str:
     return value
 
 
+_ALERT_EVENTS = ("failed", "missed", "skipped", "blocked", "late", "stuck", "recovered")
+
+
+def _check_alert_event(name: str) -> str:
+    if name not in _ALERT_EVENTS:
+        hint = suggestion(name, _ALERT_EVENTS) or f" (one of: {', '.join(_ALERT_EVENTS)})"
+        raise ValueError(f"unknown alert event {name!r}{hint}")
+    return name
+
+
 def every_shorthand(value: object) -> object:
     """`every: 90s` is shorthand for `every: {interval: 90s}`."""
     return value if isinstance(value, dict) else {"interval": value}
@@ -165,3 +175,4 @@ EnvName = Annotated[str, AfterValidator(_check_env_name)]
 Url = Annotated[str, AfterValidator(_check_url)]
 HttpMethod = Annotated[str, AfterValidator(_check_method)]
 Status = Annotated[int, Field(ge=100, le=599)]
+AlertEventName = Annotated[str, AfterValidator(_check_alert_event)]

@@ -1,0 +1,162 @@
+"""Alerts end to end: the real daemon, a real HTTP receiver and a real command channel."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.conftest import Cli, stop, wait_for
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
+
+
+@dataclass
+class Receiver:
+    """A webhook receiver: answers 500 to its first `failures` requests, then 200."""
+
+    failures: int = 0
+    requests: list[tuple[str, dict[str, Any], int]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    port: int = 0
+
+    def answer(self, key: str, body: dict[str, Any]) -> int:
+        with self.lock:
+            status = 500 if len(self.requests) < self.failures else 200
+            self.requests.append((key, body, status))
+            return status
+
+    def accepted(self, event: str) -> list[tuple[str, dict[str, Any]]]:
+        with self.lock:
+            return [(k, b) for k, b, s in self.requests if s == 200 and b["event"] == event]
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    found = Receiver(failures=2)
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            status = found.answer(self.headers.get("Idempotency-Key", ""), body)
+            self.send_response(status)
+            self.end_headers()
+            self.wfile.write(b"thanks" if status == 200 else b"down")
+
+        def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base's name
+            return
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    found.port = server.server_address[1]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield found
+    server.shutdown()
+    server.server_close()
+
+
+def _config(port: int, paged: Path, *, exit_code: int) -> str:
+    return textwrap.dedent(
+        f"""\
+        version: 1
+        alerts:
+          channels:
+            hook: {{webhook: {{url: "http://127.0.0.1:{port}/hook"}}, timeout: 5s}}
+            page: {{command: [sh, -c, "cat >> {paged}; echo >> {paged}"]}}
+        defaults:
+          alert: {{to: [hook, page], on: [failed]}}
+        flows:
+          job:
+            steps:
+              - {{id: work, run: [sh, -c, "echo disk full >&2; exit {exit_code}"]}}
+        triggers:
+          - {{id: nightly, flow: job, every: 1s}}
+        """
+    )
+
+
+@pytest.mark.parametrize("engine", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_a_failing_trigger_alerts_once_and_recovers_once_despite_a_receiver_answering_500(
+    engine: str, receiver: Receiver, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    cli = Cli(str(request.getfixturevalue(f"{engine}_url")), tmp_path)
+    cli.env["TRIGGERS_ALERT_BACKOFF"] = "1s"
+    paged = tmp_path / "paged.jsonl"
+    config = tmp_path / "triggers.yaml"
+    config.write_text(_config(receiver.port, paged, exit_code=3))
+    daemons = [
+        cli.daemon(config, tmp_path / f"daemon-{n}.log")
+        for n in range(3 if engine == "postgres" else 1)
+    ]
+    try:
+
+        def failures() -> int:
+            found = cli.run(
+                *("history", "nightly", "--outcome", "failed", "--limit", "100", "--json"),
+                check=False,
+            )
+            if found.returncode:  # not applied yet
+                return 0
+            rows = json.loads(found.stdout)
+            return len(rows) if len(rows) >= 5 else 0
+
+        wait_for(failures, timeout=60, what="five failed runs")
+        failed = wait_for(
+            lambda: receiver.accepted("failed"), timeout=60, what="the failed alert delivered"
+        )
+        config.write_text(_config(receiver.port, paged, exit_code=0))
+        cli.run("apply", str(config))
+        recovered = wait_for(
+            lambda: receiver.accepted("recovered"), timeout=60, what="the recovered alert"
+        )
+        wait_for(lambda: len(paged.read_text().splitlines()) >= 2, timeout=30, what="two pages")
+    finally:
+        codes = [stop(daemon) for daemon in daemons]
+    assert codes == [0] * len(daemons)
+    assert len(failed) == 1
+    assert len(recovered) == 1
+    key, body = failed[0]
+    assert key == body["id"]
+    assert body["trigger_id"] == "nightly"
+    assert "disk full" in body["error"]
+    assert body["text"].startswith("[triggers] nightly failed")
+    # The two 500s were for the failed alert, retried under the same id.
+    assert [k for k, _, s in receiver.requests if s == 500] == [key, key]
+    pages = [json.loads(line) for line in paged.read_text().splitlines() if line.strip()]
+    assert [page["event"] for page in pages] == ["failed", "recovered"]
+    listed = cli.json("alerts", "list")
+    assert {(a["event"], a["channel"], a["status"]) for a in listed} == {
+        ("failed", "hook", "delivered"),
+        ("failed", "page", "delivered"),
+        ("recovered", "hook", "delivered"),
+        ("recovered", "page", "delivered"),
+    }
+    attempts = {(a["event"], a["channel"]): a["attempts"] for a in listed}
+    assert attempts[("failed", "hook")] == 3
+
+
+def test_alerts_test_reports_the_receivers_answer(receiver: Receiver, tmp_path: Path) -> None:
+    cli = Cli(f"sqlite:///{tmp_path / 'triggers.sqlite'}", tmp_path)
+    config = tmp_path / "triggers.yaml"
+    config.write_text(_config(receiver.port, tmp_path / "paged.jsonl", exit_code=0))
+    refused = cli.run("--config", str(config), "alerts", "test", "hook", "--json", check=False)
+    assert refused.returncode == 1
+    assert json.loads(refused.stdout)["answer"].startswith("HTTP 500")
+    receiver.failures = 0
+    done = cli.run("--config", str(config), "alerts", "test", "page", "--json")
+    assert json.loads(done.stdout) == {
+        "channel": "page",
+        "kind": "command",
+        "delivered": True,
+        "answer": "exit 0",
+    }
+    unknown = cli.run("--config", str(config), "alerts", "test", "nope", check=False)
+    assert unknown.returncode == 2
+    assert "no channel 'nope'" in unknown.stderr
