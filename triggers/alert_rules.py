@@ -124,6 +124,9 @@ class AlertFacts:
     count: int = 1
     blocked_by: str | None = None
     manual_key: str = ""
+    state_key: str | None = None
+    """Names the state the alert is about when that is not the occurrence: a trigger
+    blocked behind one parked run is one `blocked` alert, however many skips it makes."""
 
     @property
     def alert_id(self) -> str:
@@ -132,6 +135,8 @@ class AlertFacts:
         A reminder (`failed` again after `repeat`) is another occurrence's failure, so
         another id.
         """
+        if self.state_key is not None:
+            return f"{self.trigger_id}:{self.event.value}:{self.state_key}"
         occurrence = iso_key(self.occurrence_at)
         manual = f":manual:{self.manual_key}" if self.manual_key else ""
         return f"{self.trigger_id}:{occurrence}{manual}:{self.event.value}"

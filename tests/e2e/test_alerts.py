@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import textwrap
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -160,3 +161,54 @@ def test_alerts_test_reports_the_receivers_answer(receiver: Receiver, tmp_path: 
     unknown = cli.run("--config", str(config), "alerts", "test", "nope", check=False)
     assert unknown.returncode == 2
     assert "no channel 'nope'" in unknown.stderr
+
+
+def test_an_outage_raises_one_missed_alert_for_the_range(
+    receiver: Receiver, tmp_path: Path
+) -> None:
+    receiver.failures = 0
+    cli = Cli(f"sqlite:///{tmp_path / 'triggers.sqlite'}", tmp_path)
+    config = tmp_path / "triggers.yaml"
+    config.write_text(
+        textwrap.dedent(
+            f"""\
+            version: 1
+            alerts:
+              channels:
+                hook: {{webhook: {{url: "http://127.0.0.1:{receiver.port}/hook"}}}}
+            flows:
+              job: {{steps: []}}
+            triggers:
+              - id: every-second
+                flow: job
+                every: 1s
+                catchup: {{policy: none, grace: 500ms}}
+                alert: {{to: [hook], on: [missed]}}
+            """
+        )
+    )
+    log = tmp_path / "daemon.log"
+
+    def completed() -> bool:
+        found = cli.run("history", "every-second", "--json", check=False)
+        return found.returncode == 0 and any(
+            row["outcome"] == "completed" for row in json.loads(found.stdout)
+        )
+
+    first = cli.daemon(config, log)
+    try:
+        wait_for(completed, timeout=60, what="a completed fire")
+    finally:
+        assert stop(first) == 0
+    time.sleep(3)  # the outage: three occurrences or so come due while no daemon runs
+    second = cli.daemon(config, log)
+    try:
+        missed = wait_for(lambda: receiver.accepted("missed"), timeout=60, what="the missed alert")
+        time.sleep(2)  # more fires: the outage is over, nothing more to say
+    finally:
+        assert stop(second) == 0
+    assert len(receiver.accepted("missed")) == 1
+    body = missed[0][1]
+    assert body["reason"] == "catchup_policy"
+    assert body["count"] >= 2
+    assert body["text"].startswith("[triggers] every-second missed")
