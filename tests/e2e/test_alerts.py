@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import textwrap
 import threading
 import time
@@ -212,3 +213,70 @@ def test_an_outage_raises_one_missed_alert_for_the_range(
     assert body["reason"] == "catchup_policy"
     assert body["count"] >= 2
     assert body["text"].startswith("[triggers] every-second missed")
+
+
+@pytest.fixture
+def smtp_server() -> Iterator[tuple[int, list[Any]]]:
+    from aiosmtpd.controller import Controller
+
+    received: list[Any] = []
+
+    class Handler:
+        async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:  # noqa: N802 - aiosmtpd's name
+            received.append(envelope)
+            return "250 Message accepted for delivery"
+
+    with socket.socket() as probe:  # the controller checks its port by connecting to it
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    controller = Controller(Handler(), hostname="127.0.0.1", port=port)
+    controller.start()
+    try:
+        yield port, received
+    finally:
+        controller.stop()
+
+
+def test_a_failure_is_mailed_through_a_real_smtp_server(
+    smtp_server: tuple[int, list[Any]], tmp_path: Path
+) -> None:
+    port, received = smtp_server
+    cli = Cli(f"sqlite:///{tmp_path / 'triggers.sqlite'}", tmp_path)
+    cli.env.update(
+        {
+            "TRIGGERS_SMTP_HOST": "127.0.0.1",
+            "TRIGGERS_SMTP_PORT": str(port),
+            "TRIGGERS_SMTP_TLS": "none",
+            "TRIGGERS_SMTP_FROM": "triggers@example.com",
+        }
+    )
+    config = tmp_path / "triggers.yaml"
+    config.write_text(
+        textwrap.dedent(
+            """\
+            version: 1
+            alerts:
+              channels:
+                mail: {email: {to: [oncall@example.com], subject_prefix: "[prod] "}}
+            flows:
+              job: {steps: [{id: work, run: [sh, -c, "echo no space left >&2; exit 1"]}]}
+            triggers:
+              - {id: backup, flow: job, every: 1s, alert: {to: [mail]}}
+            """
+        )
+    )
+    tested = cli.run("--config", str(config), "alerts", "test", "mail", "--json")
+    assert json.loads(tested.stdout)["delivered"] is True
+    daemon = cli.daemon(config, tmp_path / "daemon.log")
+    try:
+        wait_for(lambda: len(received) >= 2, timeout=60, what="the failure mailed")
+        time.sleep(2)  # more failures: still one mail
+    finally:
+        assert stop(daemon) == 0
+    assert len(received) == 2
+    mail = received[1]
+    assert mail.rcpt_tos == ["oncall@example.com"]
+    assert mail.mail_from == "triggers@example.com"
+    text = mail.content.decode()
+    assert "Subject: [prod] [triggers] backup failed" in text
+    assert "no space left" in text
