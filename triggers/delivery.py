@@ -213,6 +213,8 @@ class AlertOutbox(Protocol):
         retry_at: datetime | None = ...,
     ) -> bool: ...
 
+    def check_deadlines(self, *, now: datetime) -> int: ...
+
 
 class AlertMetrics(Protocol):
     def alert_delivered(self, *, channel: str, event: str) -> None: ...
@@ -225,6 +227,8 @@ class SenderOptions:
     """How the sender retries (settings `TRIGGERS_ALERT_*`)."""
 
     interval: timedelta = timedelta(seconds=1)
+    deadlines_every: timedelta = timedelta(seconds=5)
+    """How often live occurrences are checked against their `late` and `stuck`."""
     attempts: int = 20
     backoff: timedelta = timedelta(seconds=2)
     max_backoff: timedelta = timedelta(seconds=60)
@@ -251,6 +255,7 @@ class AlertSender:
         self._options = options
         self._metrics = metrics
         self._wake = threading.Event()
+        self._deadlines_at: datetime | None = None
 
     def wake(self) -> None:
         """Look at the outbox now rather than at the next interval."""
@@ -273,6 +278,9 @@ class AlertSender:
     def deliver_due(self, stop: threading.Event) -> bool:
         """Deliver the alerts due now; True when a full batch was taken (look again)."""
         now = self._clock.now()
+        if self._deadlines_at is None or now >= self._deadlines_at:
+            self._deadlines_at = now + self._options.deadlines_every
+            self._outbox.check_deadlines(now=now)
         taken = self._outbox.claim(owner=self._owner, now=now, lease=self._options.lease)
         failed_channels: set[str] = set()
         for record in taken:

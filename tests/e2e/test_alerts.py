@@ -280,3 +280,46 @@ def test_a_failure_is_mailed_through_a_real_smtp_server(
     text = mail.content.decode()
     assert "Subject: [prod] [triggers] backup failed" in text
     assert "no space left" in text
+
+
+def test_a_run_past_its_deadlines_is_late_once_and_stuck_once(
+    receiver: Receiver, tmp_path: Path
+) -> None:
+    receiver.failures = 0
+    cli = Cli(f"sqlite:///{tmp_path / 'triggers.sqlite'}", tmp_path)
+    config = tmp_path / "triggers.yaml"
+    config.write_text(
+        textwrap.dedent(
+            f"""\
+            version: 1
+            alerts:
+              channels:
+                hook: {{webhook: {{url: "http://127.0.0.1:{receiver.port}/hook"}}}}
+            flows:
+              slow: {{steps: [{{id: wait, run: [sleep, "14"]}}]}}
+            triggers:
+              - id: report
+                flow: slow
+                every: 1d
+                alert: {{to: [hook], on: [late, stuck], late: 1s, stuck: 2s}}
+            """
+        )
+    )
+    daemon = cli.daemon(config, tmp_path / "daemon.log")
+    try:
+        wait_for(
+            lambda: cli.run("list", "--json", check=False).returncode == 0 and cli.json("list"),
+            timeout=60,
+            what="the trigger applied",
+        )
+        cli.run("fire", "report")
+        wait_for(lambda: receiver.accepted("late"), timeout=60, what="the late alert")
+        wait_for(lambda: receiver.accepted("stuck"), timeout=60, what="the stuck alert")
+        time.sleep(6)  # another round of the deadline check: nothing new to say
+    finally:
+        assert stop(daemon) == 0
+    late, stuck = receiver.accepted("late"), receiver.accepted("stuck")
+    assert len(late) == 1
+    assert len(stuck) == 1
+    assert stuck[0][1]["run_id"]
+    assert "still running" in stuck[0][1]["text"]

@@ -17,10 +17,10 @@ from sqlalchemy.engine import Connection
 
 from triggers.alert_rules import AlertEvent, AlertFacts, AlertRecord, AlertRule, alert_payload
 from triggers.clock import from_ms
-from triggers.model import Trigger
-from triggers.store._sql_common import chunks, lock_triggers
+from triggers.model import Outcome, Trigger
+from triggers.store._sql_common import chunks, lock_triggers, read_triggers, select_triggers
 from triggers.store.protocol import Settlement
-from triggers.store.schema import alert_states, alerts
+from triggers.store.schema import alert_states, alerts, fires, triggers
 
 PENDING, DELIVERED, FAILED = "pending", "delivered", "failed"
 
@@ -180,6 +180,62 @@ def _write_states(conn: Connection, states: Mapping[str, Mapping[str, Any]]) -> 
             ),
             changed,
         )
+
+
+# ---- deadlines ----------------------------------------------------------------------
+
+_LIVE = (Outcome.LAUNCHING.value, Outcome.LAUNCHED.value, Outcome.BUFFERED.value)
+_LIVE_ROWS = sa.select(
+    fires.c.trigger_id,
+    fires.c.occurrence_at,
+    fires.c.manual_key,
+    fires.c.outcome,
+    fires.c.run_id,
+    fires.c.launched_at,
+).where(fires.c.outcome.in_(_LIVE))
+
+
+def raise_deadline_alerts(conn: Connection, now: datetime) -> int:
+    """Raise `late` for live occurrences past their trigger's `late`, and `stuck` for
+    runs running past its `stuck`; how many alerts were raised (before deduplication).
+
+    Reads only the live ledger rows (as many as active and buffered runs); the ids
+    make a deadline found by several daemons one alert."""
+    rows = conn.execute(_LIVE_ROWS).mappings().all()
+    if not rows:
+        return 0
+    ids = sorted({row["trigger_id"] for row in rows})
+    found: dict[str, Trigger | Exception] = {}
+    for part in chunks(ids):
+        found.update(read_triggers(conn, select_triggers().where(triggers.c.id.in_(part))))
+    raised: list[tuple[AlertFacts, AlertRule]] = []
+    for row in rows:
+        trigger = found.get(row["trigger_id"])
+        rule = trigger.spec.alert if isinstance(trigger, Trigger) else None
+        if rule is None:
+            continue
+        common = {
+            "trigger_id": row["trigger_id"],
+            "occurrence_at": row["occurrence_at"],
+            "manual_key": row["manual_key"] or "",
+            "at": now,
+            "outcome": row["outcome"],
+            "run_id": row["run_id"],
+        }
+        late = rule.late
+        if late is not None and rule.wants(AlertEvent.LATE) and row["occurrence_at"] + late <= now:
+            raised.append((AlertFacts(event=AlertEvent.LATE, **common), rule))
+        stuck, started = rule.stuck, row["launched_at"]
+        if (
+            stuck is not None
+            and started is not None
+            and row["outcome"] == Outcome.LAUNCHED.value
+            and rule.wants(AlertEvent.STUCK)
+            and started + stuck <= now
+        ):
+            raised.append((AlertFacts(event=AlertEvent.STUCK, **common), rule))
+    raise_alerts(conn, raised, now)
+    return len(raised)
 
 
 # ---- delivery -----------------------------------------------------------------------

@@ -62,6 +62,11 @@ class SqlAlertOutbox:
                 retry_at=retry_at,
             )
 
+    def check_deadlines(self, *, now: datetime) -> int:
+        """Raise `late` and `stuck` alerts whose deadline passed (once each, whoever looks)."""
+        with self._write() as conn:
+            return _alerts.raise_deadline_alerts(conn, now)
+
     def list(
         self, *, trigger_id: str | None = None, status: str | None = None, limit: int = 100
     ) -> list[AlertRecord]:
