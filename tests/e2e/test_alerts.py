@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import textwrap
 import threading
@@ -323,3 +324,41 @@ def test_a_run_past_its_deadlines_is_late_once_and_stuck_once(
     assert len(stuck) == 1
     assert stuck[0][1]["run_id"]
     assert "still running" in stuck[0][1]["text"]
+
+
+def test_alerts_pending_at_a_kill_are_delivered_once_after_the_restart(
+    receiver: Receiver, tmp_path: Path
+) -> None:
+    receiver.failures = 10_000  # down: every attempt answered 500 until it comes back
+    cli = Cli(f"sqlite:///{tmp_path / 'triggers.sqlite'}", tmp_path)
+    cli.env["TRIGGERS_ALERT_BACKOFF"] = "1s"
+    config = tmp_path / "triggers.yaml"
+    config.write_text(_config(receiver.port, tmp_path / "paged.jsonl", exit_code=3))
+    log = tmp_path / "daemon.log"
+    first = cli.daemon(config, log)
+    try:
+
+        def tried() -> bool:
+            found = cli.run("alerts", "list", "--status", "pending", "--json", check=False)
+            return found.returncode == 0 and any(
+                a["channel"] == "hook" and a["attempts"] >= 1 for a in json.loads(found.stdout)
+            )
+
+        wait_for(tried, timeout=60, what="a failed delivery attempt")
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait(timeout=30)
+    receiver.failures = 0
+    with receiver.lock:
+        receiver.requests.clear()
+    second = cli.daemon(config, log)
+    try:
+        wait_for(lambda: receiver.accepted("failed"), timeout=120, what="the delivery")
+        time.sleep(3)
+    finally:
+        assert stop(second) == 0
+    assert len(receiver.accepted("failed")) == 1
+    listed = cli.json("alerts", "list", "--trigger", "nightly")
+    assert [(a["event"], a["status"]) for a in listed if a["channel"] == "hook"] == [
+        ("failed", "delivered")
+    ]
