@@ -31,7 +31,7 @@ from triggers import __version__, actions
 from triggers.actions import local_actor
 from triggers.clock import Clock, SystemClock
 from triggers.declarations import parse_declarations, read_declarations_text, text_digest
-from triggers.delivery import AlertSender, SenderOptions, SmtpServer
+from triggers.delivery import AlertSender, HeartbeatPinger, SenderOptions, SmtpServer
 from triggers.errors import ConfigError, DeclarationError, StoreError
 from triggers.inspection import process_gone
 from triggers.metrics import Metrics
@@ -199,6 +199,16 @@ class Daemon:
                 target=self._sender(backend).run, args=(self._stop,), name="alerts", daemon=True
             )
             sender.start()
+            if settings.heartbeat_url:
+                pinger = HeartbeatPinger(
+                    settings.heartbeat_url,
+                    interval=settings.heartbeat_url_interval,
+                    clock=self._clock,
+                    healthy=lambda: scheduler.progress.stalled_for() < _STALL_LIMIT_S,
+                )
+                threading.Thread(
+                    target=pinger.run, args=(self._stop,), name="heartbeat-url", daemon=True
+                ).start()
             log.info(
                 "daemon_started",
                 owner=self._owner,

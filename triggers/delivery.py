@@ -15,7 +15,7 @@ import smtplib
 import ssl
 import subprocess
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from email.message import EmailMessage
@@ -330,3 +330,49 @@ class AlertSender:
                 **bound,
             )
         return False
+
+
+class HeartbeatPinger:
+    """Pings an outside monitor (`TRIGGERS_HEARTBEAT_URL`) while the daemon is healthy.
+
+    Healthchecks.io and Cronitor style: a GET of the URL every `interval` while ticks
+    progress, of `URL/fail` while they do not; a dead daemon stops pinging, which is
+    what the monitor notices. Runs on its own thread: a slow monitor delays nothing."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        interval: timedelta,
+        clock: Clock,
+        healthy: Callable[[], bool],
+        timeout: timedelta = DEFAULT_TIMEOUT,
+    ) -> None:
+        self._url = url
+        self._interval = interval
+        self._clock = clock
+        self._healthy = healthy
+        self._timeout = timeout
+
+    def run(self, stop: threading.Event) -> None:
+        """Ping until `stop` is set; a failed ping is logged and the next one tried."""
+        while not stop.is_set():
+            self.ping()
+            if self._clock.wait(self._interval.total_seconds(), stop):
+                return
+
+    def ping(self) -> bool:
+        """One ping (`/fail` when unhealthy); True when the monitor answered 2xx."""
+        healthy = self._healthy()
+        target = self._url if healthy else self._url.rstrip("/") + "/fail"
+        try:
+            response = httpx.get(target, timeout=self._timeout.total_seconds())
+        except httpx.HTTPError as exc:
+            log.warning("heartbeat_ping_failed", healthy=healthy, error=type(exc).__name__)
+            return False
+        if not response.is_success:
+            log.warning(
+                "heartbeat_ping_failed", healthy=healthy, error=f"HTTP {response.status_code}"
+            )
+            return False
+        return True

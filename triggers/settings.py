@@ -135,6 +135,11 @@ class Settings(BaseSettings):
     alert_backoff: Duration = timedelta(seconds=2)
     """The wait after a first failed delivery; it doubles up to `alert_max_backoff`."""
     alert_max_backoff: Duration = timedelta(seconds=60)
+    heartbeat_url: str | None = None
+    """An outside monitor's ping URL (Healthchecks.io, Cronitor): GET while ticks
+    progress, `/fail` appended while they do not; None: no pings."""
+    heartbeat_url_interval: Duration = timedelta(seconds=60)
+    """How often `TRIGGERS_HEARTBEAT_URL` is pinged."""
 
     def scheduler_options(self, *, owner: str, version: str) -> SchedulerOptions:
         """The scheduler's options: every setting that shares a name with one, by name."""

@@ -362,3 +362,34 @@ def test_alerts_pending_at_a_kill_are_delivered_once_after_the_restart(
     assert [(a["event"], a["status"]) for a in listed if a["channel"] == "hook"] == [
         ("failed", "delivered")
     ]
+
+
+def test_the_heartbeat_url_is_pinged_while_ticks_progress(tmp_path: Path) -> None:
+    pings: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            pings.append(self.path)
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base's name
+            return
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    cli = Cli(f"sqlite:///{tmp_path / 'triggers.sqlite'}", tmp_path)
+    cli.env["TRIGGERS_HEARTBEAT_URL"] = f"http://127.0.0.1:{server.server_address[1]}/ping/abc"
+    cli.env["TRIGGERS_HEARTBEAT_URL_INTERVAL"] = "1s"
+    config = tmp_path / "triggers.yaml"
+    config.write_text(
+        "version: 1\nflows: {f: {steps: []}}\ntriggers: [{id: t, flow: f, every: 1s}]\n"
+    )
+    daemon = cli.daemon(config, tmp_path / "daemon.log")
+    try:
+        wait_for(lambda: len(pings) >= 3, timeout=60, what="three pings")
+    finally:
+        assert stop(daemon) == 0
+        server.shutdown()
+        server.server_close()
+    assert set(pings) == {"/ping/abc"}
