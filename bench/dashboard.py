@@ -3,11 +3,11 @@
 Applies `--triggers` hourly triggers, writes `--rows` settled ledger rows straight into
 the `fires` table (as bench/history.py does), starts the real daemon with
 `TRIGGERS_API_ADDRESS`, and times, over HTTP from this process, the overview, the
-trigger list's first page, a trigger's page (the first request draws its timeline;
-later ones within the minute reuse it) and a run's page: median and p90 of
+trigger list's first page, a trigger's page and a run's page: median and p90 of
 `--repeat` requests each. Then the daemon's CPU over `--idle-s` seconds with no
 browser, and over as long with one open tab's refreshes (the overview and a
-trigger's page, every 5 s each, as dashboard.js asks them), as a share of a core.
+trigger's page, every 5 s each, with the ETag of the last answer, as dashboard.js
+asks them), as a share of a core.
 
     .venv/bin/python bench/dashboard.py
     .venv/bin/python bench/dashboard.py \
@@ -33,6 +33,8 @@ from burst import fresh_database
 from history import declarations, populate
 
 REFRESH_S = 5.0
+STATUSES: dict[int, int] = {}
+"""The open tab's refreshes by HTTP status (304: unchanged, nothing drawn)."""
 
 
 def free_address() -> str:
@@ -61,10 +63,17 @@ def share_of_core(pid: int, seconds: float, client: httpx.Client | None, paths: 
     `paths` every REFRESH_S seconds meanwhile (one open tab)."""
     before, started = cpu_ns(pid), time.monotonic()
     next_at = started
+    tags: dict[str, str] = {}
     while time.monotonic() - started < seconds:
         if client is not None and time.monotonic() >= next_at:
-            for path in paths:
-                client.get(path, headers={"X-Dashboard-Refresh": "1"})
+            for path in paths:  # as dashboard.js asks: with the ETag of what it shows
+                headers = {"X-Dashboard-Refresh": "1"}
+                if path in tags:
+                    headers["If-None-Match"] = tags[path]
+                answer = client.get(path, headers=headers)
+                if answer.status_code == 200:
+                    tags[path] = answer.headers.get("etag", "")
+                STATUSES[answer.status_code] = STATUSES.get(answer.status_code, 0) + 1
             next_at += REFRESH_S
         time.sleep(0.05)
     spent = (cpu_ns(pid) - before) / 1e9
@@ -132,6 +141,7 @@ def main() -> None:
         result["open_tab_cpu_pct"] = share_of_core(
             daemon.pid, args.idle_s, client, ["/", "/triggers/t000042"]
         )
+        result["open_tab_statuses"] = {str(k): v for k, v in sorted(STATUSES.items())}
         result["dashboard_cost_pct"] = round(
             float(result["open_tab_cpu_pct"]) - float(result["idle_cpu_pct"]),
             3,  # type: ignore[arg-type]

@@ -30,7 +30,7 @@ _ENCODE: Any = (
 )
 
 
-def canonical_json(value: Any) -> str:
+def canonical_json(value: object) -> str:
     """The one text of a JSON value: sorted keys, no spaces, no NaN.
 
     Raises:
@@ -47,12 +47,12 @@ def json_text(value: str) -> str:
     return encode_basestring_ascii(value)
 
 
-def digest(value: Any) -> str:
+def digest(value: object) -> str:
     """The full sha256 hex digest of a value's canonical JSON."""
     return hashlib.sha256(canonical_json(value).encode()).hexdigest()
 
 
-def definition_version(definition: Any) -> str:
+def definition_version(definition: object) -> str:
     """A flow definition's version: the first 16 hex chars of its canonical digest.
 
     The daemon computes the same digest over the same canonical text, so the version
@@ -61,7 +61,7 @@ def definition_version(definition: Any) -> str:
     return digest(definition)[:16]
 
 
-def json_copy(value: Any) -> Any:
+def json_copy(value: object) -> Any:
     """A deep copy through JSON, so a stored value cannot change under its digest."""
     return json.loads(canonical_json(value))
 

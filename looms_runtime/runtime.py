@@ -50,6 +50,10 @@ class Runtime(RuntimeRequests):
         db: the database handle (shared with the host's own tables).
         owner: this runtime's identity in run leases; unique among live processes.
         env_prefix: prefix of the variables a command step gets (`{prefix}RUN_ID`, ...).
+        step_environment: the environment command steps start from (then their own
+            `env`, the run's and the runtime's variables), and the whole environment
+            of the supervisor and the worker processes, so a step sees nothing of this
+            process's environment beyond it. None: this process's environment.
         clock: source of every recorded instant (aware UTC); defaults to the system clock.
         workers: threads that drive runs (effects run on threads of their own).
         snapshot_every: events between snapshots of a run's folded state.
@@ -92,6 +96,7 @@ class Runtime(RuntimeRequests):
         *,
         owner: str,
         env_prefix: str = "LOOMS_",
+        step_environment: Mapping[str, str] | None = None,
         clock: Callable[[], datetime] | None = None,
         workers: int = 16,
         snapshot_every: int = 200,
@@ -135,6 +140,7 @@ class Runtime(RuntimeRequests):
             attempts_dir=None if attempts_dir is None else Path(attempts_dir),
             workers=limits,
             clock_ms=self._now_ms,
+            environment=None if step_environment is None else dict(step_environment),
         )
         self._waiters = SettleWaiters()
         self._state = "new"

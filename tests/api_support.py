@@ -17,6 +17,7 @@ from triggers.api import ApiConfig, ApiServer, ApiServices, Tokens
 from triggers.clock import SystemClock
 from triggers.daemon import Backend, open_backend
 from triggers.declarations import Declarations, parse_declarations
+from triggers.runner.runs import RunControls
 from triggers.settings import Settings
 from triggers.store.audit_log import Actor
 from triggers.store.sql_audit import SqlAuditLog
@@ -104,7 +105,7 @@ def served_api(
         ApiServices(
             store=backend.store,
             audit=audit,
-            runtime=backend.runtime,
+            runs=RunControls(backend.runtime),
             clock=clock,
             host="test-host",
             owner="api:test",

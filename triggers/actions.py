@@ -21,6 +21,7 @@ from triggers.clock import iso
 from triggers.declarations import Declarations
 from triggers.diffs import DeclarationsDiff, changed_ids, diff_digests
 from triggers.model import Overlap, Trigger
+from triggers.runner.runs import RunInfo, RunStatusInfo
 from triggers.scheduler.backfill import BackfillResult
 from triggers.store.audit_log import ActionKind, Actor, AuditEntry, AuditLog
 from triggers.store.protocol import ApplyResult, Claim, TriggerReads, TriggerStore
@@ -29,12 +30,12 @@ from triggers.store.protocol import ApplyResult, Claim, TriggerReads, TriggerSto
 class RunControl(Protocol):
     """The runtime's operations on a run that an operator requests."""
 
-    def inspect_run(self, run_id: str) -> Any: ...
-    def cancel(self, run_id: str, *, reason: str) -> Any: ...
-    def retry_effect(self, run_id: str, effect_id: str) -> Any: ...
+    def inspect_run(self, run_id: str) -> RunInfo: ...
+    def cancel(self, run_id: str, *, reason: str) -> RunStatusInfo: ...
+    def retry_effect(self, run_id: str, effect_id: str) -> RunStatusInfo: ...
     def signal(
-        self, run_id: str, name: str, payload: Any, *, idempotency_key: str | None = None
-    ) -> Any: ...
+        self, run_id: str, name: str, payload: object, *, idempotency_key: str | None = None
+    ) -> RunStatusInfo: ...
 
 
 def local_actor(host: str) -> Actor:
@@ -98,7 +99,7 @@ def pause(
     now: datetime,
 ) -> Trigger:
     before = services.require_trigger(store, trigger_id)
-    trigger = services.pause(store, trigger_id, note=note, now=now)
+    trigger = services.pause_trigger(store, trigger_id, note=note, now=now)
     changes = {"paused": True, "was_paused": before.paused, "previous_note": before.pause_note}
     audit.record(
         _entry(ActionKind.PAUSE, actor, now, trigger_id=trigger_id, note=note, changes=changes)
@@ -117,7 +118,7 @@ def resume(
 ) -> Trigger:
     """Resume claims; the record keeps the pause's note and time, which the trigger drops."""
     before = services.require_trigger(store, trigger_id)
-    trigger = services.resume(store, trigger_id, now=now)
+    trigger = services.resume_trigger(store, trigger_id, now=now)
     changes = {
         "paused": False,
         "was_paused": before.paused,
@@ -144,7 +145,7 @@ def fire(
     host: str | None = None,
 ) -> Claim:
     """Fire one manual occurrence now; `host` (default: the actor's) is the ledger's."""
-    claim = services.fire(
+    claim = services.claim_manual_fire(
         store, trigger_id, now=now, key=key, overlap=overlap, owner=owner, host=host or actor.host
     )
     changes = services.claim_summary(claim) | {
@@ -171,7 +172,7 @@ def backfill(
     actor: Actor,
     note: str | None = None,
 ) -> BackfillResult:
-    result = services.backfill(
+    result = services.claim_backfill(
         store,
         trigger_id,
         start_at=start_at,
@@ -203,7 +204,7 @@ def cancel(
     reason: str | None,
     actor: Actor,
     now: datetime,
-) -> Any:
+) -> RunStatusInfo:
     trigger_id = _trigger_of(runtime, run_id)
     status = runtime.cancel(run_id, reason=reason or "cancelled by an operator")
     _record_run(audit, ActionKind.CANCEL, actor, now, run_id, trigger_id, reason, {})
@@ -219,7 +220,7 @@ def retry(
     note: str | None,
     actor: Actor,
     now: datetime,
-) -> Any:
+) -> RunStatusInfo:
     trigger_id = _trigger_of(runtime, run_id)
     status = runtime.retry_effect(run_id, effect_id)
     _record_run(
@@ -233,13 +234,13 @@ def signal(
     audit: AuditLog,
     run_id: str,
     name: str,
-    payload: Any,
+    payload: object,
     *,
     key: str | None,
     note: str | None,
     actor: Actor,
     now: datetime,
-) -> Any:
+) -> RunStatusInfo:
     trigger_id = _trigger_of(runtime, run_id)
     status = runtime.signal(run_id, name, payload, idempotency_key=key)
     # The payload is the operator's data: it may hold secrets, so only its name is kept.
@@ -249,8 +250,7 @@ def signal(
 
 
 def _trigger_of(runtime: RunControl, run_id: str) -> str | None:
-    attributes = getattr(runtime.inspect_run(run_id), "attributes", None) or {}
-    found = attributes.get("trigger_id")
+    found = runtime.inspect_run(run_id).attributes.get("trigger_id")
     return str(found) if found is not None else None
 
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from looms_runtime import LoomsError, Runtime
+from looms_runtime import Runtime
 from looms_runtime.db import Database
 from looms_runtime.host import ProcessId
 from triggers import __version__, actions
@@ -32,14 +32,17 @@ from triggers.actions import local_actor
 from triggers.clock import Clock, SystemClock
 from triggers.declarations import parse_declarations, read_declarations_text, text_digest
 from triggers.delivery import AlertSender, HeartbeatPinger, SenderOptions, SmtpServer
-from triggers.errors import ConfigError, DeclarationError, StoreError
+from triggers.errors import ConfigError, DeclarationError, StoreError, TriggersError
+from triggers.file_modes import private_directory
 from triggers.inspection import process_gone
 from triggers.metrics import Metrics
 from triggers.notify import Notifier, status_line
+from triggers.runner.flows import runtime_flows
 from triggers.runner.looms import LoomsRunner
+from triggers.runner.runs import RunControls, RunReads
 from triggers.scheduler.engine import Scheduler
 from triggers.scheduler.health import summarize, trigger_gauges
-from triggers.settings import Settings
+from triggers.settings import Settings, step_environment
 from triggers.store import database as store_database
 from triggers.store.protocol import Heartbeat
 from triggers.store.sql import SqlTriggerStore
@@ -90,6 +93,13 @@ def open_backend(
     The runtime records every instant on `clock` (default: the system clock), the
     clock the caller's scheduler runs on: one clock per process.
     """
+    attempts_dir = None
+    if daemon:
+        # Command attempts' records are trusted: no other user may write beside them.
+        state = settings.resolved_state_directory()
+        private_directory(state, what="state directory")
+        attempts_dir = state / "attempts"
+        private_directory(attempts_dir, what="attempts directory")
     db = open_database(settings, background_checkpoints=daemon)
     clock = clock or SystemClock()
     store = SqlTriggerStore(db)
@@ -99,6 +109,8 @@ def open_backend(
         owner=owner,
         clock=clock.now,
         env_prefix="TRIGGERS_",
+        # Steps, the supervisor and the worker processes never see the daemon's settings.
+        step_environment=step_environment(os.environ),
         workers=settings.workers,
         # Python steps and flows run outside the daemon: its claims never wait on them.
         worker_processes=settings.worker_processes if daemon else 0,
@@ -111,7 +123,7 @@ def open_backend(
         trim_events=settings.trim_events,
         # Command steps outlive the daemon under their supervisors; the next daemon
         # on this host finds them here.
-        attempts_dir=settings.resolved_state_directory() / "attempts" if daemon else None,
+        attempts_dir=attempts_dir,
         # Every runtime line about a trigger's run names the trigger.
         log_attributes=("trigger_id",),
     )
@@ -279,12 +291,12 @@ class Daemon:
 
     def _watch(self, backend: Backend, scheduler: Scheduler) -> None:
         """Point the scrape-time metrics at the scheduler's triggers and the runtime."""
-        runtime = backend.runtime
+        runs = RunReads(backend.runtime)
 
         def parked() -> float:
             try:
-                return float(runtime.count_runs(status="parked"))
-            except LoomsError:
+                return float(runs.count_runs(status="parked"))
+            except TriggersError:
                 return math.nan  # unknown this scrape; not zero
 
         self.metrics.watch_triggers(
@@ -371,7 +383,7 @@ class Daemon:
             result = actions.apply(
                 backend.store,
                 SqlAuditLog(backend.db),
-                backend.runtime.register_flow,
+                runtime_flows(backend.runtime),
                 declarations,
                 now=self._clock.now(),
                 actor=local_actor(self._settings.host),
@@ -457,7 +469,7 @@ class Daemon:
         return ApiServices(
             store=backend.store,
             audit=SqlAuditLog(backend.db),
-            runtime=backend.runtime,
+            runs=RunControls(backend.runtime),
             clock=self._clock,
             host=self._settings.host,
             owner=f"api:{self._owner}",

@@ -93,6 +93,7 @@ def upcoming_json(fire: UpcomingFire, *, stops_after: str | None = None) -> dict
         "dst": fire.shift.kind if fire.shift else None,
         "dst_note": describe_shift(fire.shift) if fire.shift else None,
         "stops_after": stops_after,
+        "excluded": fire.excluded,
     }
 
 

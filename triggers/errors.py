@@ -13,7 +13,9 @@ Class tree (codes never renumbered or reused)::
     │   ├── BackfillTooLargeError     TRG-114  exit 2   a backfill range above the cap
     │   ├── UnknownRunError           TRG-115  exit 2   no run with that id
     │   ├── UsageError                TRG-116  exit 2   a command line that does not parse
-    │   └── OutputFileError           TRG-117  exit 2   a picture file that cannot be written
+    │   ├── OutputFileError           TRG-117  exit 2   a picture file that cannot be written
+    │   ├── RunRequestError           TRG-118  exit 2   a request about runs that can never succeed
+    │   └── RunConflictError          TRG-119  exit 2   a request about a run that its state refuses
     ├── ScheduleError                 TRG-200  exit 2   a cron expression or time zone is invalid
     ├── StoreError                    TRG-300  exit 1
     │   ├── StoreUnavailableError     TRG-301  exit 75  the database cannot be reached
@@ -25,7 +27,8 @@ Class tree (codes never renumbered or reused)::
     │   └── DuplicateOccurrenceError  TRG-307  exit 1   the ledger already holds that occurrence
     ├── RunnerError                   TRG-400  exit 1
     │   ├── RunnerTimeoutError        TRG-401  exit 1   a runner call missed its deadline
-    │   └── RunnerRefusedError        TRG-402  exit 1   the runtime refused a start for good
+    │   ├── RunnerRefusedError        TRG-402  exit 1   the runtime refused a start for good
+    │   └── RunnerUnavailableError    TRG-403  exit 75  the runtime is busy, closing or unreachable
     ├── DaemonError                   TRG-500  exit 1
     └── ApiAccessError                TRG-600  exit 2   an HTTP API request refused for its token
         ├── UnauthenticatedError      TRG-601  exit 2   no bearer token, or an unknown one (401)
@@ -137,6 +140,20 @@ class OutputFileError(InputError):
     code = "TRG-117"
 
 
+class RunRequestError(InputError):
+    """A request about runs that can never succeed as given (an unknown status, a bad
+    limit, a payload that is not JSON)."""
+
+    code = "TRG-118"
+
+
+class RunConflictError(InputError):
+    """A request about a run that its state refuses: a retry of a step that is not
+    stuck, a signal key reused with another payload (HTTP 409)."""
+
+    code = "TRG-119"
+
+
 class ScheduleError(TriggersError):
     """A schedule (cron expression, interval, time zone) is invalid."""
 
@@ -210,6 +227,14 @@ class RunnerRefusedError(RunnerError):
     """The runtime refused a start for good (conflicting key, unknown flow): no retry helps."""
 
     code = "TRG-402"
+
+
+class RunnerUnavailableError(RunnerError):
+    """The runtime cannot take the request now: a run's queue of requests is full, the
+    runtime is closing, or its database does not answer. Worth retrying (HTTP 503)."""
+
+    code = "TRG-403"
+    exit_code = ExitCode.TEMPORARY
 
 
 class DaemonError(TriggersError):

@@ -10,7 +10,7 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any, Literal, TypeAlias
 
 from triggers.alert_rules import AlertRule
@@ -66,6 +66,9 @@ class Reason(enum.StrEnum):
     BLOCKED = "blocked"
     """The active run that kept this occurrence from launching needs an operator (it is
     parked); the ledger row names it in `blocked_by`."""
+    CALENDAR = "calendar"
+    """A calendar of the trigger excludes the occurrence's day (or time); the ledger row
+    names the calendar and the day in `reason_detail`: `de-by (Allerheiligen)`."""
 
 
 class Action(enum.StrEnum):
@@ -132,6 +135,82 @@ class AtSchedule:
 
 Schedule: TypeAlias = CronSchedule | EverySchedule | CalendarSchedule | AtSchedule
 
+WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+"""Weekday names as declarations write them, Monday first (`date.weekday()` order)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HolidayRule:
+    """Public holidays of a country (and subdivision), from the `holidays` package."""
+
+    country: str
+    subdiv: str | None = None
+    language: str | None = None
+    """The language of the days' names; None: the country's own."""
+    categories: tuple[str, ...] = ()
+    """The package's holiday categories (`public`, `bank`, ...); empty: its default."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CalendarSpec:
+    """A named calendar: the days (or times) it holds, each rule adding to them.
+
+    Days are local dates in `timezone` (None: the zone of the trigger that uses it);
+    `cron` expressions hold the wall times they match (at their own resolution)."""
+
+    name: str
+    holidays: HolidayRule | None = None
+    dates: tuple[tuple[date, date], ...] = ()
+    """Inclusive ranges of dates (a single date is a range of one)."""
+    yearly: tuple[tuple[int, int, int, int], ...] = ()
+    """Inclusive ranges of (month, day) to (month, day) every year; may wrap the new year."""
+    weekdays: tuple[int, ...] = ()
+    """0 is Monday."""
+    cron: tuple[str, ...] = ()
+    timezone: str | None = None
+
+    def to_json(self) -> dict[str, JsonValue]:
+        holidays = self.holidays
+        return {
+            "name": self.name,
+            "holidays": None
+            if holidays is None
+            else {
+                "country": holidays.country,
+                "subdiv": holidays.subdiv,
+                "language": holidays.language,
+                "categories": list(holidays.categories),
+            },
+            "dates": [[first.isoformat(), last.isoformat()] for first, last in self.dates],
+            "yearly": [list(span) for span in self.yearly],
+            "weekdays": [WEEKDAYS[day] for day in self.weekdays],
+            "cron": list(self.cron),
+            "timezone": self.timezone,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, JsonValue]) -> CalendarSpec:
+        holidays = data["holidays"]
+        return cls(
+            name=data["name"],
+            holidays=None
+            if holidays is None
+            else HolidayRule(
+                country=holidays["country"],
+                subdiv=holidays["subdiv"],
+                language=holidays["language"],
+                categories=tuple(holidays["categories"]),
+            ),
+            dates=tuple(
+                (date.fromisoformat(first), date.fromisoformat(last))
+                for first, last in data["dates"]
+            ),
+            yearly=tuple((int(a), int(b), int(c), int(d)) for a, b, c, d in data["yearly"]),
+            weekdays=tuple(WEEKDAYS.index(day) for day in data["weekdays"]),
+            cron=tuple(data["cron"]),
+            timezone=data["timezone"],
+        )
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FlowSpec:
@@ -170,6 +249,10 @@ class TriggerSpec:
     max_runs: int | None = None
     pause_on_failure: bool = False
     alert: AlertRule | None = None
+    exclude: tuple[CalendarSpec, ...] = ()
+    """Calendars whose days (or times) the trigger does not fire on."""
+    only: tuple[CalendarSpec, ...] = ()
+    """When given, the trigger fires only on the days (or times) of one of these."""
     # The digest, once computed: an apply compares ten thousand of them, twice.
     _digest: str = field(default="", init=False, repr=False, compare=False)
 
@@ -197,11 +280,20 @@ class TriggerSpec:
             "end_at": _opt_ms(self.end_at),
             "max_runs": self.max_runs,
             "pause_on_failure": self.pause_on_failure,
+            # Only when given, so that the digest (the revision) of a trigger without
+            # calendars is what it was before calendars existed.
+            **({"exclude": [c.to_json() for c in self.exclude]} if self.exclude else {}),
+            **({"only": [c.to_json() for c in self.only]} if self.only else {}),
         }
         # Only when declared, so that the digest (the revision) of other triggers is unchanged.
         if self.alert is not None:
             stored["alert"] = self.alert.to_json()
         return stored
+
+    @property
+    def calendars(self) -> tuple[CalendarSpec, ...]:
+        """Every calendar the trigger names, `exclude` then `only`."""
+        return self.exclude + self.only
 
     @classmethod
     def from_json(cls, data: Mapping[str, JsonValue]) -> TriggerSpec:
@@ -230,6 +322,8 @@ class TriggerSpec:
             max_runs=data["max_runs"],
             pause_on_failure=bool(data["pause_on_failure"]),
             alert=AlertRule.from_json(data["alert"]) if data.get("alert") else None,
+            exclude=tuple(CalendarSpec.from_json(c) for c in data.get("exclude", ())),
+            only=tuple(CalendarSpec.from_json(c) for c in data.get("only", ())),
         )
 
     def digest(self) -> str:
@@ -289,6 +383,8 @@ class FireRecord:
     idempotency_key: str | None = None
     blocked_by: str | None = None
     """With reason `blocked`: the run that blocked this occurrence."""
+    reason_detail: str | None = None
+    """What the reason names: with `calendar`, the calendar and the day's name."""
 
     def to_json(self) -> dict[str, Any]:
         """The row as `history --json` prints it (and `triggers.timeline` draws it)."""
@@ -310,6 +406,7 @@ class FireRecord:
             "manual_key": self.manual_key or None,
             "idempotency_key": self.idempotency_key,
             "blocked_by": self.blocked_by,
+            "reason_detail": self.reason_detail,
         }
 
 

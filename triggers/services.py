@@ -113,12 +113,16 @@ def trigger_view(
     why: str | None
     try:
         found = upcoming(
-            trigger.spec, trigger=trigger, after=max(now, trigger.watermark_at), count=1
+            trigger.spec,
+            trigger=trigger,
+            after=max(now, trigger.watermark_at),
+            count=_looked_ahead(trigger.spec, 1),
         )
     except ScheduleError:
         next_fire, why = None, "invalid"
     else:
-        next_fire = found.fires[0] if found.fires else None
+        launching = [fire for fire in found.fires if fire.excluded is None]
+        next_fire = launching[0] if launching else None
         why = None if next_fire is not None or found.stop is None else found.stop.value
     return TriggerView(
         trigger=trigger,
@@ -144,13 +148,24 @@ def upcoming_fires(
     `end`, what `max_runs` leaves); none when the stored schedule no longer compiles."""
     try:
         found = upcoming(
-            trigger.spec, trigger=trigger, after=max(now, trigger.watermark_at), count=limit
+            trigger.spec,
+            trigger=trigger,
+            after=max(now, trigger.watermark_at),
+            count=_looked_ahead(trigger.spec, limit),
         )
     except ScheduleError:
         return []
     return [
-        fire.occurrence_at for fire in found.fires if until is None or fire.occurrence_at <= until
-    ]
+        fire.occurrence_at
+        for fire in found.fires
+        if fire.excluded is None and (until is None or fire.occurrence_at <= until)
+    ][:limit]
+
+
+def _looked_ahead(spec: TriggerSpec, count: int) -> int:
+    """How many occurrences to look at for `count` fires: more when calendars leave
+    some out (a fortnight's shutdown of a daily trigger, a weekend of an hourly one)."""
+    return count if not spec.exclude and not spec.only else max(count * 8, 64)
 
 
 def _compile(spec: TriggerSpec) -> CompiledSchedule:
@@ -208,7 +223,7 @@ def require_trigger(store: TriggerReads, trigger_id: str) -> Trigger:
     return trigger
 
 
-def fire(
+def claim_manual_fire(
     store: TriggerStore,
     trigger_id: str,
     *,
@@ -242,12 +257,14 @@ def fire(
     return result
 
 
-def pause(store: TriggerStore, trigger_id: str, *, note: str | None, now: datetime) -> Trigger:
+def pause_trigger(
+    store: TriggerStore, trigger_id: str, *, note: str | None, now: datetime
+) -> Trigger:
     require_trigger(store, trigger_id)
     return store.set_paused(trigger_id, paused=True, note=note or "paused by an operator", now=now)
 
 
-def resume(store: TriggerStore, trigger_id: str, *, now: datetime) -> Trigger:
+def resume_trigger(store: TriggerStore, trigger_id: str, *, now: datetime) -> Trigger:
     """Resume claims. The paused period is recorded first as one `skipped` range (reason
     `paused`), so none of its occurrences launches on resume."""
     trigger = require_trigger(store, trigger_id)
@@ -278,7 +295,7 @@ def _record_quiet(store: TriggerStore, trigger: Trigger, *, now: datetime) -> Tr
     return trigger
 
 
-def backfill(
+def claim_backfill(
     store: TriggerStore,
     trigger_id: str,
     *,

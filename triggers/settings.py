@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import socket
+from collections.abc import Mapping
 from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -203,3 +204,31 @@ def load_settings(*, env_file: Path | None = None, **overrides: Any) -> Settings
             for error in exc.errors()
         ]
         raise ConfigError("invalid settings: " + "; ".join(problems), problems=problems) from exc
+
+
+WITHHELD_PREFIXES = ("TRIGGERS_", "PG")
+"""Variables steps never get from the daemon: its settings (the database URL, the
+token files' paths) and libpq's, which reach the daemon's own database."""
+WITHHELD_NAMES = frozenset(
+    {
+        "NOTIFY_SOCKET",  # a step must not report readiness or status as the daemon
+        "WATCHDOG_USEC",
+        "WATCHDOG_PID",
+        "LISTEN_FDS",
+        "LISTEN_PID",
+        "LISTEN_FDNAMES",
+        "CREDENTIALS_DIRECTORY",  # the daemon's credentials (`LoadCredential=`)
+    }
+)
+"""Service-manager plumbing meant for the daemon alone, and its credentials."""
+
+
+def step_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """The environment command steps start from, and that the supervisor and the
+    worker processes run with: the daemon's (PATH, HOME, LANG, USER, TZ, the unit's
+    own `Environment=`) without its settings, credentials and service plumbing."""
+    return {
+        name: value
+        for name, value in environ.items()
+        if name not in WITHHELD_NAMES and not name.startswith(WITHHELD_PREFIXES)
+    }

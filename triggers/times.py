@@ -25,6 +25,10 @@ _DAYS = {"today": 0, "yesterday": -1, "tomorrow": 1}
 # The duration keeps its case: `5M` is not a duration (`M` is no unit), as everywhere.
 _AGO = re.compile(r"(?P<amount>.+?)\s+ago", re.IGNORECASE)
 _IN = re.compile(r"in\s+(?P<amount>.+)", re.IGNORECASE)
+EARLIEST = datetime(1900, 1, 1, tzinfo=UTC)
+LATEST = datetime(9000, 1, 1, tzinfo=UTC)
+"""The range of a time an operator types: far past any schedule's horizon, and far
+enough from the calendar's end (year 9999) that schedule math after it cannot overflow."""
 _FORMS = "use 'now', 'today', '+1h', '2h ago', '-2h' or ISO-8601 like 2026-01-01T00:00:00Z"
 
 
@@ -32,8 +36,21 @@ def parse_time(text: str, *, now: datetime, local: bool = False) -> datetime:
     """The instant `text` names (see the module doc), as an aware UTC datetime.
 
     Raises:
-        InvalidTimeError: not one of the accepted forms.
+        InvalidTimeError: not one of the accepted forms, or outside `EARLIEST`..`LATEST`.
     """
+    try:
+        instant = _parsed(text, now=now, local=local)
+    except OverflowError:  # `+99999999d`, or an offset that crosses the calendar's end
+        instant = LATEST + timedelta(days=1)
+    if not EARLIEST <= instant <= LATEST:
+        raise InvalidTimeError(
+            f"time {text!r} is out of range: use one from {iso(EARLIEST)} to {iso(LATEST)}",
+            value=text,
+        )
+    return instant
+
+
+def _parsed(text: str, *, now: datetime, local: bool) -> datetime:
     value = " ".join(text.strip().split())
     word = value.lower()
     if word == "now":

@@ -129,9 +129,25 @@ def claim(path: Path, *, restart: bool = False) -> int:
     return fd
 
 
+def own_record(file: Path) -> bytes:
+    """A record's bytes, when this user owns the file (not through a link).
+
+    Raises:
+        OSError: it is missing, a link, or another user's: not to be trusted.
+    """
+    fd = os.open(file, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        if os.fstat(fd).st_uid != os.geteuid():
+            raise PermissionError(f"{file} is not this user's")
+        with os.fdopen(os.dup(fd), "rb") as stream:
+            return stream.read()
+    finally:
+        os.close(fd)
+
+
 def read_result(path: Path) -> dict[str, Any] | None:
     try:
-        found: Any = json.loads((path / RESULT).read_bytes())
+        found: Any = json.loads(own_record(path / RESULT))
     except (OSError, ValueError):
         return None
     return found if isinstance(found, dict) else None
@@ -141,7 +157,7 @@ def supervisor_pid(path: Path) -> int | None:
     """The pid of the supervisor that started the attempt's command, if it got that far."""
     for name in (SPAWNED, "status.json"):
         with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
-            return int(json.loads((path / name).read_bytes())["supervisor_pid"])
+            return int(json.loads(own_record(path / name))["supervisor_pid"])
     return None
 
 

@@ -17,12 +17,14 @@ import contextlib
 import os
 import selectors
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from looms_runtime._cancel import CancelToken
 from looms_runtime._effects import attempts
 from looms_runtime._effects.context import EffectContext
+from looms_runtime._effects.secrets import SecretUnavailableError, read_secrets, redacted
 from looms_runtime._effects.supervisor_client import Channel, Supervisor, SupervisorUnavailable
 from looms_runtime._history.definitions import CommandStep
 from looms_runtime._history.outcome import EffectResult
@@ -46,9 +48,15 @@ class Detached(Exception):  # noqa: N818 - a way out of a wait, not a failure
     """The runtime closed while the attempt ran: it goes on, for the next runtime to adopt."""
 
 
-def command_env(step: CommandStep, ctx: EffectContext) -> dict[str, str]:
-    """The daemon's environment, then the step's, then the run's, then the runtime's own."""
-    env = dict(os.environ)
+def command_env(
+    step: CommandStep, ctx: EffectContext, base: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """`base` (the runtime's step environment; None: this process's), then the step's
+    `env`, then the run's, then the runtime's own variables."""
+    env = dict(os.environ if base is None else base)
+    for name in step.env_inherit:
+        if name in os.environ:
+            env[name] = os.environ[name]
     env.update(step.env)
     env.update(ctx.run_env)
     prefix = ctx.env_prefix
@@ -70,6 +78,7 @@ def run_command(
     detach: threading.Event,
     supervisor: Supervisor,
     restart: bool = False,
+    environment: Mapping[str, str] | None = None,
 ) -> EffectResult:
     """Hand one attempt to the host's supervisor and wait for its outcome.
 
@@ -83,6 +92,10 @@ def run_command(
     if token.cancelled:
         return EffectResult(**ids, ok=False, error="cancelled before it started", cancelled=True)
     try:
+        values = read_secrets(step)
+    except SecretUnavailableError as exc:
+        return EffectResult(**ids, ok=False, error=str(exc))
+    try:
         lock_fd = attempts.claim(path, restart=restart)
     except attempts.AttemptTaken:
         error = "another owner of the run started this attempt"
@@ -90,14 +103,16 @@ def run_command(
     except OSError as exc:
         return EffectResult(**ids, ok=False, error=f"cannot prepare the attempt: {exc}")
     try:
-        channel = _hand_over(supervisor, path, lock_fd, _spec(step, ctx, timeout_s))
+        spec = _spec(step, ctx, timeout_s, environment)
+        spec["env"].update(values)
+        channel = _hand_over(supervisor, path, lock_fd, spec)
     except (OSError, SupervisorUnavailable) as exc:
         # No `spawned` marker: the command never ran, and the next owner would know.
         return EffectResult(**ids, ok=False, error=f"cannot start the step's supervisor: {exc}")
     finally:
         os.close(lock_fd)  # the supervisor holds the same lock from here on
     token.detachable = True
-    return _outcome(path, ids, _wait(path, channel, token, detach))
+    return _outcome(path, ids, _wait(path, channel, token, detach), values)
 
 
 def _hand_over(
@@ -134,8 +149,10 @@ def adopt(
     *,
     detach: threading.Event,
     supervisor: Supervisor,
+    step: CommandStep | None = None,
 ) -> EffectResult:
-    """Wait for an attempt a previous runtime started (the host's supervisor runs it).
+    """Wait for an attempt a previous runtime started (the host's supervisor runs it);
+    `step`'s secrets, read again, are redacted from its outcome.
 
     Raises:
         Detached: the runtime closed first; the attempt runs on.
@@ -153,13 +170,22 @@ def adopt(
         if reply is None or reply.get("op") != "watching":
             channel.close()
             channel = None
-    return _outcome(path, ids, _wait(path, channel, token, detach))
+    values: dict[str, str] = {}
+    if step is not None:
+        with contextlib.suppress(SecretUnavailableError):
+            values = read_secrets(step)
+    return _outcome(path, ids, _wait(path, channel, token, detach), values)
 
 
-def _spec(step: CommandStep, ctx: EffectContext, timeout_s: float | None) -> dict[str, Any]:
+def _spec(
+    step: CommandStep,
+    ctx: EffectContext,
+    timeout_s: float | None,
+    environment: Mapping[str, str] | None,
+) -> dict[str, Any]:
     return {
         "argv": list(step.argv),
-        "env": command_env(step, ctx),
+        "env": command_env(step, ctx, environment),
         # The supervisor runs in `/`: a step without a directory runs in the daemon's.
         "cwd": step.cwd or str(Path.cwd()),
         "input": ctx.input_json,
@@ -209,8 +235,10 @@ def _wait_for_lock(path: Path, detach: threading.Event) -> None:
             raise Detached(str(path))
 
 
-def _outcome(path: Path, ids: dict[str, Any], exited: bool) -> EffectResult:
-    found = attempts.read_result(path)
+def _outcome(
+    path: Path, ids: dict[str, Any], exited: bool, secrets: Mapping[str, str]
+) -> EffectResult:
+    found = redacted(attempts.read_result(path), secrets)
     if found is None:
         why = "its supervisor" if exited else "its supervisor (or the command)"
         error = f"the step's outcome is unknown: {why} stopped without recording it"

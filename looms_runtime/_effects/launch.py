@@ -42,14 +42,17 @@ class EffectRunner:
         attempts_dir: Path | None = None,
         workers: WorkerLimits | None = None,
         clock_ms: Callable[[], int] | None = None,
+        environment: dict[str, str] | None = None,
     ) -> None:
+        self._environment = environment
+        """What command steps start from and helper processes run with (None: ours)."""
         self._pool = ThreadPool("looms-effect", None)
         self.workers: WorkerPool | None = None
         """Where Python steps and flow sessions run; None: on this process's threads."""
         if workers is not None:
             if clock_ms is None:
                 raise ValueError("worker processes read the runtime's clock: give clock_ms")
-            self.workers = WorkerPool(workers, clock_ms=clock_ms)
+            self.workers = WorkerPool(workers, clock_ms=clock_ms, environment=environment)
         self._http = HttpLoop()
         self._root = attempts_dir
         self._root_made = False
@@ -80,7 +83,7 @@ class EffectRunner:
         root = self.home.root
         with self._lock:
             if self._supervisor is None:
-                self._supervisor = Supervisor(root)
+                self._supervisor = Supervisor(root, environment=self._environment)
             return self._supervisor
 
     def launch(
@@ -222,6 +225,7 @@ class EffectRunner:
                 detach=self._detach,
                 supervisor=self.supervisor,
                 restart=restart,
+                environment=self._environment,
             )
         if isinstance(step, PythonStep):
             return run_python(step, ctx, token, timeout_s=timeout_s)

@@ -73,7 +73,10 @@ class Channel:
 class Supervisor:
     """The host supervisor of one attempts root, as this runtime reaches it."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, environment: dict[str, str] | None = None) -> None:
+        self._environment = environment
+        """The supervisor's whole environment (None: ours); its commands get theirs
+        over the socket, but a command can read its supervisor's from /proc."""
         self.root = root
         self._lock = threading.Lock()
         self._address: str | None = None
@@ -150,6 +153,7 @@ class Supervisor:
                     stdin=subprocess.DEVNULL,
                     stdout=subprocess.DEVNULL,
                     stderr=log_file,
+                    env=self._environment,
                     pass_fds=(write_fd,),
                     start_new_session=True,
                     check=True,

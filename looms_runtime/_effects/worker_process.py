@@ -91,6 +91,7 @@ class WorkerProcess:
         *,
         on_message: Callable[[WorkerProcess, tuple[Any, ...]], None],
         on_death: Callable[[WorkerProcess], None],
+        environment: dict[str, str] | None = None,
     ) -> None:
         tasks, tasks_there = socket.socketpair()
         control, control_there = socket.socketpair()
@@ -100,6 +101,7 @@ class WorkerProcess:
                 [sys.executable, "-m", WORKER_MODULE, *map(str, there)],
                 pass_fds=there,
                 stdin=subprocess.DEVNULL,
+                env=environment,
             )
         finally:
             tasks_there.close()

@@ -90,7 +90,15 @@ class WorkerLimits:
 class WorkerPool:
     """See the module docstring."""
 
-    def __init__(self, limits: WorkerLimits, *, clock_ms: Callable[[], int]) -> None:
+    def __init__(
+        self,
+        limits: WorkerLimits,
+        *,
+        clock_ms: Callable[[], int],
+        environment: dict[str, str] | None = None,
+    ) -> None:
+        self._environment = environment
+        """The worker processes' environment (None: ours): what Python steps see."""
         if limits.processes < 1:
             raise ValueError("a worker pool needs at least one process")
         self.limits = limits
@@ -407,7 +415,11 @@ class WorkerPool:
         try:
             # Not under the lock: a process takes a while to import what it runs.
             worker = WorkerProcess(
-                index, generation, on_message=self._on_message, on_death=self._on_death
+                index,
+                generation,
+                on_message=self._on_message,
+                on_death=self._on_death,
+                environment=self._environment,
             )
         except (OSError, WireClosed) as exc:
             log.error("worker_not_started", worker=index, error=str(exc))

@@ -6,8 +6,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeAlias
 
-EFFECT_KINDS = frozenset({"command", "http", "python"})
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RetryPolicy:
@@ -58,6 +56,11 @@ class CommandStep(EffectStep):
     argv: tuple[str, ...]
     env: Mapping[str, str] = field(default_factory=dict)
     cwd: str | None = None
+    env_inherit: tuple[str, ...] = ()
+    """Variables of the runtime's own environment passed on, though its step
+    environment leaves them out."""
+    secrets: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    """Variables read when an attempt starts: `{"file": PATH}` or `{"credential": NAME}`."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

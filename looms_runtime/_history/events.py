@@ -38,8 +38,6 @@ class EventType(enum.StrEnum):
 KNOWN_VERSIONS: Mapping[str, int] = {member.value: 1 for member in EventType}
 """The newest version of each event type this runtime reads (and writes)."""
 
-SETTLING = frozenset({EventType.RUN_COMPLETED, EventType.RUN_FAILED, EventType.RUN_CANCELLED})
-
 INFORMATIONAL = frozenset({EventType.EFFECT_OUTCOME_LATE})
 """Events that change no state: kept for the record, allowed even after a run settled
 (an attempt abandoned at a cancel may still report once its run is over)."""

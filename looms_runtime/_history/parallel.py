@@ -69,14 +69,6 @@ def check_branch_dispatch(state: RunState, p: Mapping[str, Any]) -> None:
         )
 
 
-def index_of(state: RunState, effect: EffectState) -> int | None:
-    """The branch index of `effect` in the open call, or None outside a call."""
-    group = state.parallel
-    if group is None:
-        return None
-    return effect.step_index - group.position
-
-
 def answered(
     state: RunState, effect: EffectState, *, ok: bool, cancelled: bool = False, **fields: Any
 ) -> RunState:

@@ -34,7 +34,7 @@ _REF = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Za-z_
 _COMMON = {"id", "type", "needs"}
 _EFFECT = {"timeout_s", "retry", "idempotent"}
 _KEYS: dict[str, set[str]] = {
-    "command": _COMMON | _EFFECT | {"argv", "env", "cwd"},
+    "command": _COMMON | _EFFECT | {"argv", "env", "cwd", "env_inherit", "secrets"},
     "http": _COMMON | _EFFECT | {"url", "method", "headers", "body", "expect_status"},
     "python": _COMMON | _EFFECT | {"ref"},
     "sleep": _COMMON | {"duration_s"},
@@ -65,7 +65,7 @@ def parse_flow(definition: Mapping[str, Any]) -> FlowDef:
     return flow
 
 
-def _parse(definition: Any, problems: _Problems) -> FlowDef | None:
+def _parse(definition: object, problems: _Problems) -> FlowDef | None:
     if not isinstance(definition, Mapping):
         problems.add("$", "must be an object")
         return None
@@ -151,7 +151,7 @@ def _cycle(edges: dict[str, tuple[str, ...]]) -> list[str]:
     return []
 
 
-def _step(raw: Any, path: str, problems: _Problems) -> StepDef | None:
+def _step(raw: object, path: str, problems: _Problems) -> StepDef | None:
     if not isinstance(raw, Mapping):
         problems.add(path, "must be an object")
         return None
@@ -188,6 +188,8 @@ def _step(raw: Any, path: str, problems: _Problems) -> StepDef | None:
             argv=_argv(raw.get("argv"), f"{path}.argv", problems),
             env=_str_map(raw.get("env"), f"{path}.env", problems),
             cwd=_optional_str(raw.get("cwd"), f"{path}.cwd", problems),
+            env_inherit=tuple(_names(raw.get("env_inherit"), f"{path}.env_inherit", problems)),
+            secrets=_secrets(raw.get("secrets"), f"{path}.secrets", problems),
         )
     if kind == "http":
         return _http(raw, path, common, problems)
@@ -224,7 +226,7 @@ def _http(
     )
 
 
-def _needs(raw: Any, path: str, problems: _Problems) -> tuple[str, ...] | None:
+def _needs(raw: object, path: str, problems: _Problems) -> tuple[str, ...] | None:
     if raw is None:
         return None
     if not isinstance(raw, list) or not all(isinstance(n, str) and n for n in raw):
@@ -242,7 +244,7 @@ def _unknown_keys(
         problems.add(f"{path}.{key}", "unknown key")
 
 
-def _retry(raw: Any, path: str, problems: _Problems) -> RetryPolicy | None:
+def _retry(raw: object, path: str, problems: _Problems) -> RetryPolicy | None:
     if raw is None:
         return None
     if not isinstance(raw, Mapping):
@@ -271,7 +273,7 @@ def _retry(raw: Any, path: str, problems: _Problems) -> RetryPolicy | None:
     )
 
 
-def _number(raw: Any, path: str, problems: _Problems, *, minimum: float) -> float | None:
+def _number(raw: object, path: str, problems: _Problems, *, minimum: float) -> float | None:
     if isinstance(raw, bool) or not isinstance(raw, int | float) or not math.isfinite(raw):
         problems.add(path, "must be a number")
         return None
@@ -281,7 +283,7 @@ def _number(raw: Any, path: str, problems: _Problems, *, minimum: float) -> floa
     return float(raw)
 
 
-def _optional_number(raw: Any, path: str, problems: _Problems) -> float | None:
+def _optional_number(raw: object, path: str, problems: _Problems) -> float | None:
     if raw is None:
         return None
     value = _number(raw, path, problems, minimum=0.0)
@@ -291,14 +293,14 @@ def _optional_number(raw: Any, path: str, problems: _Problems) -> float | None:
     return value
 
 
-def _bool(raw: Any, path: str, problems: _Problems) -> bool:
+def _bool(raw: object, path: str, problems: _Problems) -> bool:
     if not isinstance(raw, bool):
         problems.add(path, "must be true or false")
         return False
     return raw
 
 
-def _optional_str(raw: Any, path: str, problems: _Problems) -> str | None:
+def _optional_str(raw: object, path: str, problems: _Problems) -> str | None:
     if raw is None:
         return None
     if not isinstance(raw, str) or not raw:
@@ -307,7 +309,7 @@ def _optional_str(raw: Any, path: str, problems: _Problems) -> str | None:
     return raw
 
 
-def _argv(raw: Any, path: str, problems: _Problems) -> tuple[str, ...]:
+def _argv(raw: object, path: str, problems: _Problems) -> tuple[str, ...]:
     if not isinstance(raw, list) or not raw or not all(isinstance(a, str) for a in raw):
         problems.add(path, "must be a non-empty list of strings")
         return ()
@@ -316,7 +318,7 @@ def _argv(raw: Any, path: str, problems: _Problems) -> tuple[str, ...]:
     return tuple(raw)
 
 
-def _str_map(raw: Any, path: str, problems: _Problems) -> dict[str, str]:
+def _str_map(raw: object, path: str, problems: _Problems) -> dict[str, str]:
     if raw is None:
         return {}
     if not isinstance(raw, Mapping) or not all(
@@ -327,7 +329,36 @@ def _str_map(raw: Any, path: str, problems: _Problems) -> dict[str, str]:
     return dict(raw)
 
 
-def _ref(raw: Any, path: str, problems: _Problems) -> str:
+def _names(raw: Any, path: str, problems: _Problems) -> list[str]:
+    if raw is None:
+        return []
+    if not isinstance(raw, list) or not all(isinstance(name, str) and name for name in raw):
+        problems.add(path, "must be a list of variable names")
+        return []
+    return list(raw)
+
+
+def _secrets(raw: Any, path: str, problems: _Problems) -> dict[str, dict[str, str]]:
+    if raw is None:
+        return {}
+    shape = 'must map names to {"file": PATH} or {"credential": NAME}'
+    if not isinstance(raw, Mapping):
+        problems.add(path, shape)
+        return {}
+    found: dict[str, dict[str, str]] = {}
+    for name, source in raw.items():
+        if not isinstance(name, str) or not isinstance(source, Mapping) or len(source) != 1:
+            problems.add(path, shape)
+            return {}
+        [(key, value)] = source.items()
+        if key not in {"file", "credential"} or not isinstance(value, str) or not value:
+            problems.add(f"{path}.{name}", shape)
+            return {}
+        found[name] = {key: value}
+    return found
+
+
+def _ref(raw: object, path: str, problems: _Problems) -> str:
     if not isinstance(raw, str) or not _REF.match(raw):
         problems.add(path, "must be 'module:function'")
         return ""

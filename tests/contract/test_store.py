@@ -370,6 +370,33 @@ def test_history_filters_and_orders_newest_first(store: TriggerStore) -> None:
     assert last["a"].occurrence_at.minute == 2 and last["b"].occurrence_at.minute == 3
 
 
+def test_recent_records_are_each_triggers_newest_as_history_orders_them(
+    store: TriggerStore,
+) -> None:
+    store.apply([spec("a"), spec("b"), spec("c")], now=T0)
+    for minute in (1, 2, 3, 4):
+        claim(store, "a", minute)
+    claim(store, "b", 5)
+    claim(store, "a", 0, kind="backfill")  # inserted last, for the oldest occurrence
+    found = store.recent_records(["a", "b", "c", "gone"], limit=3)
+    assert set(found) == {"a", "b"}  # no rows: not there
+    bars = store.recent_outcomes(["a", "b", "c"], limit=3)
+    for trigger_id, rows in found.items():
+        assert rows == store.history(HistoryQuery(trigger_id=trigger_id, limit=3))
+        assert bars[trigger_id] == [(r.occurrence_at, r.outcome) for r in rows]
+    assert set(bars) == {"a", "b"}
+    assert [r.occurrence_at.minute for r in found["a"]] == [4, 3, 2]
+    many = [f"t{n:03d}" for n in range(130)]  # more than one statement's worth
+    store.apply([spec(t) for t in [*many, "a", "b", "c"]], now=T0)
+    for minute, trigger_id in enumerate(many, start=1):
+        claim(store, trigger_id, minute)
+    newest = store.recent_records(many, limit=1)
+    minutes = [(newest[t][0].occurrence_at - T0) // timedelta(minutes=1) for t in many]
+    assert minutes == list(range(1, 131))
+    assert store.triggers_with(Outcome.SKIPPED) == {"a"}  # a's later occurrences overlap
+    assert store.triggers_with(Outcome.FAILED) == set()
+
+
 def test_prune_deletes_only_old_settled_rows(store: TriggerStore) -> None:
     store.apply([spec("a")], now=T0)
     claim(store, "a", 1)  # launching: never pruned

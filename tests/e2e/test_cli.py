@@ -176,6 +176,22 @@ def test_failures_never_print_tracebacks_with_locals(cli: Cli, tmp_path: Path) -
         assert SECRET not in result.stderr and "Traceback" not in result.stderr
 
 
+def test_runtime_errors_reach_the_cli_as_triggers_errors_with_their_exit_codes(
+    cli: Cli, tmp_path: Path
+) -> None:
+    cli.run("apply", str(_declarations(tmp_path / "t.yaml", 1)))
+    shown = cli.run("runs", "show", "ghost", "--json", check=False)
+    cancelled = cli.run("runs", "cancel", "ghost", "--json", check=False)
+    listed = cli.run("runs", "list", "--status", "asleep", "--json", check=False)
+
+    for result, code in ((shown, "TRG-115"), (cancelled, "TRG-115"), (listed, "TRG-118")):
+        assert result.returncode == 2, result.stderr
+        error = json.loads(result.stderr.splitlines()[-1])["error"]
+        assert error["code"] == code
+        assert error["details"]["runtime_code"].startswith("LMS-")
+        assert result.stdout == ""
+
+
 def test_read_only_commands_never_create_a_database(cli: Cli, tmp_path: Path) -> None:
     path = tmp_path / "fresh" / "t.sqlite"
     path.parent.mkdir()

@@ -168,7 +168,10 @@ def test_a_read_only_token_finds_the_failing_trigger_and_reads_its_stderr(
         failing.find_element(By.CLASS_NAME, "run-link").click()
         run_id = dashboard.run_of("broken")
         eventually(lambda: run_id in driver.current_url, timeout=30, what="the run's page")
-        assert _by_id(driver, "stderr-boom-1").text == "disk full: /var/backups"
+        stderr = eventually(
+            lambda: _by_id(driver, "stderr-boom-1").text, timeout=30, what="the step's stderr"
+        )
+        assert stderr == "disk full: /var/backups"
         assert "failed" in _by_id(driver, "run-state").text
         screenshot(driver, dashboard.shots / "run.png")
 
@@ -231,10 +234,12 @@ def test_pause_and_resume_with_a_note_show_in_the_audit_log(dashboard: Dashboard
         driver.get(f"{dashboard.url}/triggers/nightly")
         _by_id(driver, "pause").click()
         _confirm(driver, "database maintenance until 06:00")
-        assert "database maintenance until 06:00" in _by_id(driver, "paused-note").text
+        note = eventually(lambda: _by_id(driver, "paused-note").text, timeout=30, what="the note")
+        assert "database maintenance until 06:00" in note
         screenshot(driver, dashboard.shots / "trigger-paused.png")
         _by_id(driver, "resume").click()
         _confirm(driver, "maintenance done")
+        eventually(lambda: _has(driver, "pause"), timeout=30, what="the resumed trigger's page")
         assert not _has(driver, "paused-note")
         driver.get(f"{dashboard.url}/audit?trigger=nightly")
         rows = _by_id(driver, "audit-rows").text
@@ -265,7 +270,7 @@ def test_a_timeline_bar_leads_to_its_run(dashboard: Dashboard) -> None:
         assert tip.startswith(f"run {run_id} (manual) · failed · ")
         ActionChains(driver).move_to_element(bar).click().perform()
         eventually(lambda: run_id in driver.current_url, timeout=30, what="the run's page")
-        assert _has(driver, "stderr-boom-1")
+        eventually(lambda: _has(driver, "stderr-boom-1"), timeout=30, what="the run's stderr")
 
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])

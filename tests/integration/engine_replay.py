@@ -18,9 +18,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from looms_runtime.db import Database
+from tests.clocks import FakeClock
 from tests.integration.harness import Harness, ScriptedRunner
 from triggers import services
-from triggers.clock import FakeClock
 from triggers.model import FireRecord, TriggerSpec
 from triggers.simulation import Scenario
 from triggers.store.protocol import HistoryQuery
@@ -125,14 +125,14 @@ class EnginePlayer:
 
     def _pauses(self, trigger_id: str) -> Callable[[], None]:
         def act() -> None:
-            services.pause(self.store, trigger_id, note="paused", now=self._now())
+            services.pause_trigger(self.store, trigger_id, note="paused", now=self._now())
             self._woken()
 
         return act
 
     def _resumes(self, trigger_id: str) -> Callable[[], None]:
         def act() -> None:
-            services.resume(self.store, trigger_id, now=self._now())
+            services.resume_trigger(self.store, trigger_id, now=self._now())
             self._woken()
 
         return act

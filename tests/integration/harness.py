@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
 from looms_runtime.db import Database
-from triggers.clock import FakeClock
+from tests.clocks import FakeClock
 from triggers.errors import RunnerError
 from triggers.metrics import Metrics
 from triggers.model import FireRecord, Outcome, TriggerSpec

@@ -81,6 +81,9 @@ def test_queries_answer_the_documents_of_the_cli(api: Api) -> None:
         {"occurrence": "2026-03-30T00:30:00.000Z", "local": "2026-03-30T02:30:00+02:00"},
     ]
     assert [u["dst"] is not None for u in upcoming] == [True, False]  # 02:30 did not exist
+    far = api.reader.get("/triggers/nightly/next", params={"after": "9999-12-31T23:59:59Z"})
+    assert far.status_code == 400, far.text  # it was a 500 (OverflowError)
+    assert "out of range" in far.json()["error"]["message"]
 
     api.post("/triggers/nightly/fire", {"key": "one"})
     rows = [fire_json(r) for r in store.history(HistoryQuery(limit=10))]
@@ -139,7 +142,7 @@ def test_a_signal_over_http_resumes_a_waiting_run(api: Api) -> None:
     assert api.get(f"/runs/{run_id}")["status"] == "active"
     api.post(f"/runs/{run_id}/signal", {"name": "later", "key": "k0"})  # kept, not waited for
     conflict = api.writer.post(f"/runs/{run_id}/signal", json={"name": "go", "key": "k0"})
-    assert _error(conflict, 409)["code"] == "LMS-407"
+    assert _error(conflict, 409)["code"] == "TRG-119"
 
     sent = api.post(f"/runs/{run_id}/signal", {"name": "go", "payload": {"ok": True}, "key": "k1"})
     assert sent["run_id"] == run_id
@@ -168,7 +171,7 @@ def test_cancel_and_retry_answer_as_the_cli(api: Api) -> None:
     )
     refused = api.writer.post(f"/runs/{run_id}/retry", json={"effect_id": "gate"})
     error = _error(refused, 409)
-    assert error["code"] == "LMS-406"
+    assert error["code"] == "TRG-119"
     assert "is not ambiguous or timed out" in error["message"]
 
     status = api.post(f"/runs/{run_id}/cancel", {"reason": "not today"})
@@ -194,11 +197,11 @@ def test_bad_input_answers_the_cli_codes_and_messages(api: Api) -> None:
         ("GET", "/history?limit=0", None, 400, "TRG-116", None),
         ("GET", "/triggers/nightly/next?count=abc", None, 400, "TRG-116", None),
         ("GET", "/audit-log?action=explode", None, 400, "TRG-110", None),
-        ("GET", "/runs/ghost", None, 404, "LMS-403", "no run 'ghost'"),
-        ("GET", "/runs?status=asleep", None, 400, "LMS-405", None),
+        ("GET", "/runs/ghost", None, 404, "TRG-115", "no run 'ghost'"),
+        ("GET", "/runs?status=asleep", None, 400, "TRG-118", None),
         ("POST", "/triggers/nightly/fire", {"overlap": "never"}, 400, "TRG-110", None),
         ("POST", "/triggers/nightly/fire", {"kee": "x"}, 400, "TRG-116", None),
-        ("POST", "/runs/ghost/signal", {"name": "go"}, 404, "LMS-403", None),
+        ("POST", "/runs/ghost/signal", {"name": "go"}, 404, "TRG-115", None),
         ("POST", "/runs/ghost/signal", {}, 400, "TRG-116", None),
         (
             "GET",
@@ -234,6 +237,13 @@ def test_bad_input_answers_the_cli_codes_and_messages(api: Api) -> None:
     assert _error(broken, 400)["code"] == "TRG-116"
     huge = api.writer.post("/triggers/nightly/fire", content=b"x" * (2 * 1024 * 1024))
     assert _error(huge, 413)["code"] == "TRG-116"
+    # Chunked, without a length: refused once past the limit, 413 too (it was a 400).
+    chunks = (b"x" * 65536 for _ in range(800))  # 50 MiB
+    chunked = api.writer.post("/triggers/nightly/fire", content=chunks)
+    assert "content-length" not in chunked.request.headers
+    assert _error(chunked, 413)["code"] == "TRG-116"
+    wrong_method = api.writer.delete("/triggers")
+    assert wrong_method.headers["allow"] == "GET"  # a 405 says what the path takes
 
 
 def test_an_unknown_token_is_401_and_a_read_token_cannot_write(api: Api) -> None:

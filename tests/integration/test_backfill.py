@@ -10,11 +10,12 @@ import pytest
 from typer.testing import CliRunner
 
 from looms_runtime.db import Database
+from tests.clocks import FakeClock
 from tests.factories import spec
 from tests.integration.harness import Harness, ScriptedRunner
 from triggers import services
 from triggers.cli import app
-from triggers.clock import FakeClock, utc
+from triggers.clock import utc
 from triggers.errors import BackfillTooLargeError, InvalidTimeError
 from triggers.model import CatchupPolicy, Outcome, Overlap, TriggerSpec
 from triggers.runner.fake import FakeRunner
@@ -29,7 +30,7 @@ EVENING = "0,17,34,51 19 31 * *"  # 19:00, 19:17, 19:34 and 19:51 on the 31st
 def run_backfill(
     h: Harness, trigger_id: str, start: datetime, end: datetime, **options: object
 ) -> BackfillResult:
-    result = services.backfill(
+    result = services.claim_backfill(
         h.store,
         trigger_id,
         start_at=start,
@@ -228,7 +229,7 @@ def test_backfill_respects_an_overlap_override(reused_database: Database) -> Non
 def test_backfill_bypasses_pause(reused_database: Database) -> None:
     h = _downtime(reused_database)
     try:
-        services.pause(h.store, "m", note=None, now=h.clock.now())
+        services.pause_trigger(h.store, "m", note=None, now=h.clock.now())
         h.clock.set(utc(2026, 3, 1, 13, 10))  # paused 13:01..13:10, not yet recorded
         result = run_backfill(h, "m", utc(2026, 3, 1, 13, 5), utc(2026, 3, 1, 13, 5))
         assert statuses(result) == [("13:05", "launching")]

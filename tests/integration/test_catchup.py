@@ -13,10 +13,11 @@ import pytest
 from structlog.testing import capture_logs
 
 from looms_runtime.db import Database
+from tests.clocks import FakeClock
 from tests.factories import spec
 from tests.integration.harness import Harness, ScriptedRunner
 from triggers import services
-from triggers.clock import FakeClock, utc
+from triggers.clock import utc
 from triggers.model import CatchupPolicy, Outcome, Overlap, TriggerSpec
 from triggers.runner.fake import FakeRunner
 from triggers.store.protocol import ClaimRequest, ClaimResult
@@ -197,12 +198,12 @@ def test_paused_downtime_is_not_catchup_debt(reused_database: Database) -> None:
     first = Harness(reused_database, start=stopped_at, runner=runner)
     first.apply([_hourly_at_17()])
     first.step()
-    services.pause(first.store, "h", note="maintenance", now=stopped_at)
+    services.pause_trigger(first.store, "h", note="maintenance", now=stopped_at)
     first.close()
     second = Harness(reused_database, start=T0, runner=runner, owner="daemon-b")
     second.step()
     second.clock.set(T0 + timedelta(minutes=3))
-    services.resume(second.store, "h", now=second.clock.now())
+    services.resume_trigger(second.store, "h", now=second.clock.now())
     second.scheduler.refresh_soon()
     second.run_until(T0 + timedelta(minutes=18))
     second.close()

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from looms_runtime.db import Database
-from triggers.clock import FakeClock, utc
+from tests.clocks import FakeClock
+from triggers.clock import utc
 from triggers.daemon import Daemon, open_backend
 from triggers.settings import Settings
 from triggers.store.protocol import HistoryQuery

@@ -174,3 +174,18 @@ def test_without_tokens_a_local_browser_acts_without_signing_in(tmp_path: Path) 
         done = client.post("/triggers/nightly/pause", data={"csrf": _csrf(page), "confirm": "yes"})
         assert done.status_code == 303
         assert api.get("/triggers/nightly")["paused"] is True
+
+
+def test_a_refresh_of_an_unchanged_page_is_answered_304_until_it_changes(api: Api) -> None:
+    with _signed_in(api, READ_TOKEN) as client:
+        for path in PAGES:
+            first = client.get(path)
+            tag = first.headers["etag"]
+            again = client.get(path, headers={"If-None-Match": tag})
+            assert (again.status_code, again.text) == (304, ""), path
+            assert again.headers["etag"] == tag and again.headers["cache-control"] == "no-store"
+        trigger = client.get("/triggers/nightly").headers["etag"]
+        api.post("/triggers/nightly/pause", {"note": "maintenance"})
+        changed = client.get("/triggers/nightly", headers={"If-None-Match": trigger})
+        assert changed.status_code == 200 and "maintenance" in changed.text
+        assert changed.headers["etag"] != trigger

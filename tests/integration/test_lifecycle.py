@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 
 from looms_runtime.db import Database
+from tests.clocks import FakeClock
 from tests.factories import spec
 from tests.integration.harness import Harness, ScriptedRunner
 from triggers import services
-from triggers.clock import FakeClock, utc
+from triggers.clock import utc
 from triggers.model import Outcome, Overlap
 from triggers.runner.protocol import LaunchRequest
 from triggers.store.sql import SqlTriggerStore
@@ -66,7 +67,9 @@ def test_skipped_occurrences_do_not_consume_max_runs(reused_database: Database) 
 def test_manual_fires_do_not_consume_max_runs(h: Harness) -> None:
     h.apply([spec("n", cron="*/3 * * * *", max_runs=1)])
     h.run_until(h.at(1))
-    services.fire(h.store, "n", now=h.at(1), key="k", overlap=None, owner="cli", host="h")
+    services.claim_manual_fire(
+        h.store, "n", now=h.at(1), key="k", overlap=None, owner="cli", host="h"
+    )
     h.scheduler.refresh_soon()
     h.run_until(h.at(10))
     assert h.ledger("n") == ["00:01 completed", "00:03 completed"]
@@ -129,12 +132,12 @@ def test_manual_fire_respects_overlap_unless_told_otherwise(reused_database: Dat
     try:
         h.apply([spec("s", cron="15 * * * *", overlap=Overlap.SKIP)])
         h.run_until(h.at(20))
-        skipped = services.fire(
+        skipped = services.claim_manual_fire(
             h.store, "s", now=h.at(20), key=None, overlap=None, owner="cli", host="h"
         )
         assert (skipped.action.value, skipped.reason) == ("skip", "overlap")
         h.clock.set(h.at(30))
-        allowed = services.fire(
+        allowed = services.claim_manual_fire(
             h.store, "s", now=h.at(30), key="now", overlap=Overlap.ALLOW, owner="cli", host="h"
         )
         assert allowed.idempotency_key == "s:manual:now"
@@ -152,9 +155,11 @@ def test_manual_fire_respects_overlap_unless_told_otherwise(reused_database: Dat
 
 def test_manual_fire_bypasses_pause(h: Harness) -> None:
     h.apply([spec("p", cron="*/5 * * * *")])
-    services.pause(h.store, "p", note=None, now=T0)
+    services.pause_trigger(h.store, "p", note=None, now=T0)
     h.run_until(h.at(7))
-    services.fire(h.store, "p", now=h.at(7), key="go", overlap=None, owner="cli", host="h")
+    services.claim_manual_fire(
+        h.store, "p", now=h.at(7), key="go", overlap=None, owner="cli", host="h"
+    )
     h.scheduler.refresh_soon()
     h.run_until(h.at(9))
     assert h.ledger("p") == ["00:05 skipped/paused", "00:07 completed"]

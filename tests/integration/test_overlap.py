@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 
 from looms_runtime.db import Database
+from tests.clocks import FakeClock
 from tests.factories import spec
 from tests.integration.harness import Harness, ScriptedRunner
-from triggers.clock import FakeClock, utc
+from triggers.clock import utc
 from triggers.model import CatchupPolicy, Overlap
 from triggers.runner.protocol import LaunchRequest
 

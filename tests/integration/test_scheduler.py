@@ -160,10 +160,10 @@ def test_pause_records_skipped_range_and_resume_does_not_launch_it(harness: Harn
     harness.runner.auto_complete = True
     harness.apply([spec("p", every=timedelta(minutes=1))])
     harness.advance(timedelta(minutes=1))
-    services.pause(harness.store, "p", note="db maintenance", now=harness.clock.now())
+    services.pause_trigger(harness.store, "p", note="db maintenance", now=harness.clock.now())
     harness.scheduler.refresh_soon()
     harness.advance(timedelta(minutes=10))
-    services.resume(harness.store, "p", now=harness.clock.now())
+    services.resume_trigger(harness.store, "p", now=harness.clock.now())
     harness.scheduler.refresh_soon()
     harness.advance(timedelta(minutes=2))
     assert harness.outcomes("p") == [
@@ -191,7 +191,7 @@ def test_clock_stepped_back_keeps_polling_within_the_poll_interval(harness: Harn
     harness.run_until(T0 + timedelta(minutes=30))
     stepped = T0 - timedelta(minutes=30)
     harness.clock.set(stepped)  # NTP steps the wall clock an hour back
-    fired = services.fire(
+    fired = services.claim_manual_fire(
         harness.store, "h", now=stepped, key="k", overlap=None, owner="cli", host="elsewhere"
     )
     # Another host, on the same stepped clock, applies a new trigger.

@@ -13,6 +13,7 @@ from triggers.addresses import ListenAddress, parse_address
 from triggers.api._access import Tokens, api_config, read_tokens
 from triggers.api._errors import error_body, status_of
 from triggers.errors import ConfigError
+from triggers.runner.door import translated
 from triggers.settings import Settings, load_settings
 
 GOOD = "a" * 16
@@ -136,26 +137,40 @@ def test_the_api_needs_a_token_beyond_loopback_and_a_read_file_beside_a_write_on
     [
         (errors.UnknownTriggerError("x"), 404),
         (errors.UnknownRunError("x"), 404),
-        (looms.RunNotFoundError("x"), 404),
+        (translated(looms.RunNotFoundError("x")), 404),
         (errors.InvalidTimeError("x"), 400),
         (errors.ScheduleError("x"), 400),
         (errors.UsageError("x"), 400),
-        (looms.InvalidRequestError("x"), 400),
+        (translated(looms.InvalidRequestError("x")), 400),
         (errors.UnauthenticatedError("x"), 401),
         (errors.ForbiddenError("x"), 403),
-        (looms.EffectNotRetryableError("x"), 409),
-        (looms.SignalConflictError("x"), 409),
+        (translated(looms.EffectNotRetryableError("x")), 409),
+        (translated(looms.SignalConflictError("x")), 409),
         (errors.RevisionMismatchError("x"), 409),
         (errors.StoreUnavailableError("x"), 503),
-        (looms.DatabaseUnavailableError("x"), 503),
-        (looms.RunOverloadedError("x"), 503),
+        (translated(looms.DatabaseUnavailableError("x")), 503),
+        (translated(looms.RunOverloadedError("x")), 503),
+        (translated(looms.RuntimeClosedError("x")), 503),
         (errors.StoreError("x"), 500),
-        (looms.CorruptHistoryError("x"), 500),
+        (translated(looms.CorruptHistoryError("x")), 500),
     ],
-    ids=lambda value: type(value).__name__ if isinstance(value, Exception) else str(value),
+    ids=lambda value: _name(value) if isinstance(value, Exception) else str(value),
 )
 def test_errors_are_answered_with_a_status_that_fits(error: Exception, status: int) -> None:
     assert status_of(error) == status
     body = error_body(error)["error"]
     assert body["code"] == error.code  # type: ignore[attr-defined]
     assert body["message"] == "x"
+
+
+def _name(error: Exception) -> str:
+    runtime_code = getattr(error, "details", {}).get("runtime_code")
+    return f"{type(error).__name__}-{runtime_code}" if runtime_code else type(error).__name__
+
+
+def test_a_runtime_error_that_missed_the_door_is_a_bug_answered_without_its_detail() -> None:
+    error = looms.RunNotFoundError("no run 'secret'")
+
+    assert status_of(error) == 500
+    assert error_body(error)["error"]["code"] == "TRG-000"
+    assert "secret" not in str(error_body(error))

@@ -18,8 +18,8 @@ from tests.catalogue import (
     table_rows,
 )
 from triggers import errors as triggers_errors
-from triggers.cli._common import _looms_exit_code
 from triggers.metrics import Metrics, TriggerGauge
+from triggers.runner.door import translated
 
 
 def _error_classes() -> list[type[Exception]]:
@@ -40,7 +40,8 @@ def _exit_code(cls: type[Exception]) -> int:
     if issubclass(cls, triggers_errors.TriggersError):
         return int(cls.exit_code)
     assert issubclass(cls, looms_errors.LoomsError)
-    return int(_looms_exit_code(cls("probe")))
+    # What the CLI exits with: the runtime's errors reach it translated, at the door.
+    return int(translated(cls("probe")).exit_code)
 
 
 def test_every_error_class_has_a_unique_valid_code() -> None:

@@ -75,3 +75,18 @@ def test_anything_else_is_refused_naming_the_forms(text: str) -> None:
     with pytest.raises(InvalidTimeError) as caught:
         parse_time(text, now=NOW)
     assert caught.value.exit_code == 2
+
+
+@pytest.mark.parametrize(
+    "text", ["9999-12-31T23:59:59Z", "9000-01-01T00:00:01Z", "1899-12-31", "in 99999w"]
+)
+def test_a_time_outside_the_range_is_refused_naming_the_range(text: str) -> None:
+    with pytest.raises(InvalidTimeError) as caught:
+        parse_time(text, now=NOW)
+    assert caught.value.exit_code == 2
+    assert str(caught.value) in {
+        f"time {text!r} is out of range: use one from 1900-01-01T00:00:00.000Z to "
+        "9000-01-01T00:00:00.000Z",
+        f"cannot parse time {text!r}: duration {text.removeprefix('+').removeprefix('in ')!r} "
+        "is longer than a century",
+    }

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from datetime import UTC, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.timeline_sample import row
 from triggers.clock import iso, utc
+from triggers.errors import ConfigError
 from triggers.timeline import Downtime, DstChange, Timeline, dst_changes, lanes, render_text
 
 T0 = utc(2026, 6, 1)
@@ -285,3 +287,25 @@ def test_dst_changes_are_listed_once_per_zone_with_their_triggers() -> None:
     text = render_text(timeline, width=80)
     assert "DST          2026-03-29 01:00 Europe/Berlin +01:00→+02:00 (a, b)" in text
     assert "┆" in cells(text, "a") and "┆" not in cells(text, "c")
+
+
+def test_a_picture_without_matplotlib_is_refused_saying_how_to_install_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import importlib.util
+
+    from triggers.timeline import check_destination, pictures_available, render_svg
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "matplotlib" else real(name, *a),
+    )
+    picture = Timeline(since=utc(2027, 1, 1), until=utc(2027, 1, 2), now=None, rows=[])
+
+    assert not pictures_available()
+    for attempt in (lambda: check_destination(tmp_path / "t.svg"), lambda: render_svg(picture)):
+        with pytest.raises(ConfigError, match=r"pip install 'triggers\[pictures\]'"):
+            attempt()
+    assert render_text(picture, width=60)  # the terminal's drawing needs none of it

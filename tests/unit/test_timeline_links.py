@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime, timedelta
 
-from triggers.timeline import Timeline, render_svg
+from triggers.timeline import Timeline, render_svg, render_web_svg
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
@@ -50,3 +50,27 @@ def test_without_links_the_picture_is_as_before() -> None:
         since=NOW - timedelta(hours=2), until=NOW, now=NOW, rows=[_row("r2", "failed", 89)]
     )
     assert "<a " not in render_svg(picture).decode()
+
+
+def test_a_web_picture_links_each_run_without_matplotlib() -> None:
+    import subprocess
+    import sys
+
+    picture = Timeline(
+        since=NOW - timedelta(hours=2),
+        until=NOW + timedelta(minutes=30),
+        now=NOW,
+        rows=[_row("r/1", "completed", 90), _row("r2", "failed", 89)],
+        upcoming={"nightly": [NOW + timedelta(minutes=10)]},
+        trigger_ids=["nightly"],
+        run_links="/runs/{run_id}",
+    )
+    svg = render_web_svg(picture)
+    assert svg.startswith("<svg ") and svg.endswith("</svg>")
+    links = re.findall(r'<a href="([^"]+)"><title>([^<]+)</title><rect ', svg)
+    assert [href for href, _ in links] == ["/runs/r%2F1", "/runs/r2"]
+    assert links[1][1] == "run r2 · failed · 2026-03-01 10:31:00 → 2026-03-01 10:31:30 UTC"
+    assert "run failed" in svg and "upcoming" in svg and "now" in svg  # the legend
+    probe = "import sys, triggers.timeline._web; print('matplotlib' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True, text=True)
+    assert done.stdout.strip() == "False", done.stderr

@@ -115,7 +115,12 @@ async def _http_error(request: Request, exc: Exception) -> Response:
         message = f"{request.url.path} does not take {request.method}"
     else:
         message = str(exc.detail)
-    return error_response(UsageError(message, path=request.url.path), exc.status_code)
+    answer = error_response(UsageError(message, path=request.url.path), exc.status_code)
+    # A 405 says which methods the path takes (RFC 9110 §15.5.6): Starlette's `Allow`.
+    for name, value in (exc.headers or {}).items():
+        if name.lower() == "allow":
+            answer.headers["Allow"] = value
+    return answer
 
 
 async def _bug(request: Request, exc: Exception) -> Json:
@@ -141,13 +146,21 @@ class _Guard:
             await _too_large(send)
             status["code"] = 413
         else:
+            over = {"passed": False}
 
             async def sent(message: Message) -> None:
+                if over["passed"]:
+                    # A body sent in chunks passed the limit: whatever the route made
+                    # of the refusal, the answer is a 413, as with a declared length.
+                    if message["type"] == "http.response.start":
+                        status["code"] = 413
+                        await _too_large(send)
+                    return
                 if message["type"] == "http.response.start":
                     status["code"] = int(message["status"])
                 await send(message)
 
-            await self._app(scope, _bounded(receive), sent)
+            await self._app(scope, _bounded(receive, over), sent)
         log.debug(
             "api_request_served",
             method=scope.get("method"),
@@ -157,8 +170,9 @@ class _Guard:
         )
 
 
-def _bounded(receive: Receive) -> Receive:
-    """`receive`, refusing a body (sent in chunks, without a length) past the limit."""
+def _bounded(receive: Receive, over: dict[str, bool]) -> Receive:
+    """`receive`, refusing a body (sent in chunks, without a length) past the limit;
+    `over["passed"]` says it was."""
     seen = {"bytes": 0}
 
     async def bounded() -> Message:
@@ -166,6 +180,7 @@ def _bounded(receive: Receive) -> Receive:
         if message["type"] == "http.request":
             seen["bytes"] += len(message.get("body", b""))
             if seen["bytes"] > MAX_BODY_BYTES:
+                over["passed"] = True
                 raise UsageError(f"the request body is larger than {MAX_BODY_BYTES} bytes")
         return message
 

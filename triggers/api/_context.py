@@ -11,10 +11,10 @@ import structlog
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from looms_runtime import Runtime
 from triggers.api._access import ApiConfig, Caller
 from triggers.clock import Clock
 from triggers.errors import ForbiddenError, UnauthenticatedError
+from triggers.runner.runs import RunControls
 from triggers.store.audit_log import AuditLog
 from triggers.store.protocol import TriggerStore
 
@@ -31,11 +31,12 @@ def _unknown(_count: int) -> list[tuple[datetime, str]] | None:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ApiServices:
-    """The daemon's own store, audit log and (started) runtime, as the API uses them."""
+    """The daemon's own store, audit log and (started) runtime's runs, as the API uses them."""
 
     store: TriggerStore
     audit: AuditLog
-    runtime: Runtime
+    runs: RunControls
+    """The runtime's runs, behind the one error door (`triggers.runner.runs`)."""
     clock: Clock
     host: str
     """This daemon's host: the ledger records it for the API's fires."""

@@ -11,26 +11,18 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from looms_runtime import errors as looms
 from triggers import errors
 from triggers.errors import TriggersError
 
-_NOT_FOUND = (errors.UnknownTriggerError, errors.UnknownRunError, looms.RunNotFoundError)
+_NOT_FOUND = (errors.UnknownTriggerError, errors.UnknownRunError)
 _CONFLICT = (
     errors.RevisionMismatchError,
     errors.StaleOwnerError,
     errors.WatermarkMovedError,
     errors.LedgerChangedError,
     errors.DuplicateOccurrenceError,
-    looms.EffectNotRetryableError,
-    looms.SignalConflictError,
-    looms.StartConflictError,
-)
-_UNAVAILABLE = (
-    errors.StoreUnavailableError,
-    looms.DatabaseUnavailableError,
-    looms.RunOverloadedError,
-    looms.RuntimeClosedError,
+    errors.RunConflictError,
+    errors.RunnerRefusedError,
 )
 RETRY_AFTER_S = 1
 
@@ -45,11 +37,11 @@ def status_of(error: Exception) -> int:
         return 404
     if isinstance(error, _CONFLICT):
         return 409
-    if isinstance(error, _UNAVAILABLE):
-        return 503
-    if isinstance(error, TriggersError) and error.exit_code == errors.ExitCode.BAD_INPUT:
-        return 400
-    if isinstance(error, looms.InvalidRequestError):
+    if not isinstance(error, TriggersError):
+        return 500
+    if error.exit_code == errors.ExitCode.TEMPORARY:
+        return 503  # the CLI's exit 75 (the database, a busy or closing runtime): retry
+    if error.exit_code == errors.ExitCode.BAD_INPUT:
         return 400
     return 500
 
@@ -58,19 +50,13 @@ def error_body(error: Exception) -> dict[str, Any]:
     """The `{"error": ...}` document of a known error, as the CLI prints it under --json."""
     if isinstance(error, TriggersError):
         return {"error": error.to_dict()}
-    details = getattr(error, "details", None)
-    return {
-        "error": {
-            "code": getattr(error, "code", "LMS-000"),
-            "message": str(error),
-            "details": details if isinstance(details, dict) else {},
-        }
-    }
+    return internal_body()
 
 
 def is_known(error: Exception) -> bool:
-    """Raised on purpose by `triggers` or the runtime (not a bug)."""
-    return isinstance(error, TriggersError | looms.LoomsError)
+    """Raised on purpose by `triggers` (not a bug); the runtime's errors reach the API
+    translated (`triggers.runner.door`)."""
+    return isinstance(error, TriggersError)
 
 
 def internal_body() -> dict[str, Any]:

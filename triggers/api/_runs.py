@@ -44,15 +44,15 @@ def list_runs(
     limit: Annotated[int, Query(ge=1, le=100_000, description="At most this many.")] = 50,
 ) -> Json:
     """The newest runs first (`triggers runs list --json`)."""
-    return Json(plain(ctx.runtime.list_runs(status=status, limit=limit)))
+    return Json(plain(ctx.runs.list_runs(status=status, limit=limit)))
 
 
 @router.get("/runs/{run_id}", response_model=RunDocument, tags=["runs"])
 def show(ctx: Services, _caller: Reader, run_id: RunId) -> Json:
     """A run: its state and every outstanding step with its last output
     (`triggers runs show RUN --json`)."""
-    info = ctx.runtime.inspect_run(run_id)
-    return Json(run_json(info, ctx.runtime.get_events(run_id)))
+    info = ctx.runs.inspect_run(run_id)
+    return Json(run_json(info, ctx.runs.get_events(run_id)))
 
 
 @router.get("/runs/{run_id}/events", response_model=list[EventRow], tags=["runs"])
@@ -68,7 +68,7 @@ def events(
     ] = None,
 ) -> Json:
     """A run's event log, oldest first (`triggers runs events RUN --json`)."""
-    return Json(plain(ctx.runtime.get_events(run_id, from_seq=from_seq, limit=limit)))
+    return Json(plain(ctx.runs.get_events(run_id, from_seq=from_seq, limit=limit)))
 
 
 @router.get("/runs/{run_id}/logs", response_model=list[AttemptRow], tags=["runs"])
@@ -80,7 +80,7 @@ def logs(
 ) -> Json:
     """Each attempt's outcome and the tails of its stdout and stderr, oldest first
     (`triggers runs logs RUN [STEP] --json`)."""
-    attempts = attempt_outputs(ctx.runtime.get_events(run_id))
+    attempts = attempt_outputs(ctx.runs.get_events(run_id))
     if step is not None:
         attempts = step_attempts(attempts, step, run_id=run_id)
     return Json([attempt.to_json() for attempt in attempts])
@@ -94,7 +94,7 @@ def cancel(ctx: Services, caller: Writer, run_id: RunId, body: CancelBody | None
     (`triggers runs cancel RUN --json`)."""
     body = body or CancelBody()
     status = actions.cancel(
-        ctx.runtime,
+        ctx.runs,
         ctx.audit,
         run_id,
         reason=body.reason or body.note,
@@ -111,7 +111,7 @@ def retry(ctx: Services, caller: Writer, run_id: RunId, body: RetryBody) -> Json
     """Run again a step a crash left `ambiguous` or `timed_out`
     (`triggers runs retry RUN EFFECT_ID --json`)."""
     status = actions.retry(
-        ctx.runtime,
+        ctx.runs,
         ctx.audit,
         run_id,
         body.effect_id,
@@ -129,7 +129,7 @@ def signal(ctx: Services, caller: Writer, run_id: RunId, body: SignalBody) -> Js
     """Deliver a named signal to a run waiting for it in a `wait_signal` step; a repeated
     `key` is applied once (`triggers runs signal RUN NAME --json`)."""
     status = actions.signal(
-        ctx.runtime,
+        ctx.runs,
         ctx.audit,
         run_id,
         body.name,

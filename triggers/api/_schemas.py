@@ -130,6 +130,9 @@ class FireRow(Document):
     manual_key: str | None
     idempotency_key: str | None
     blocked_by: str | None
+    reason_detail: str | None = Field(
+        default=None, description="What the reason names: with `calendar`, the calendar and day."
+    )
 
 
 class NextFire(Document):
@@ -139,6 +142,10 @@ class NextFire(Document):
     dst: str | None = Field(description="What a daylight-saving change did to it, if anything.")
     dst_note: str | None
     stops_after: str | None = Field(description="On the last: why no fire follows it.")
+    excluded: str | None = Field(
+        default=None,
+        description="The calendar that leaves it out, and the day: it is skipped, not run.",
+    )
 
 
 class ActorAt(Document):

@@ -58,9 +58,8 @@ def _preview(declarations: Declarations) -> DeclarationsDiff:
 
 
 def _apply(declarations: Declarations, note: str | None) -> DeclarationsDiff:
-    from looms_runtime.registry import register_flow  # noqa: PLC0415
     from triggers import actions  # noqa: PLC0415
-    from triggers.clock import to_ms  # noqa: PLC0415
+    from triggers.runner.flows import registry_flows  # noqa: PLC0415
 
     now = clock.now()
     # The store and the flow registry alone: an apply never loads the runtime's engine,
@@ -69,7 +68,7 @@ def _apply(declarations: Declarations, note: str | None) -> DeclarationsDiff:
         applied = actions.apply(
             stores.store,
             stores.audit,
-            lambda name, definition: register_flow(stores.db, name, definition, now_ms=to_ms(now)),
+            registry_flows(stores.db, now=now),
             declarations,
             now=now,
             actor=actor(),

@@ -20,11 +20,10 @@ from triggers.cli._common import clock, quiet_logging
 from triggers.locations import DatabaseLocation, Environment, locate_database
 
 if TYPE_CHECKING:
-    from looms_runtime import Runtime
-    from looms_runtime.db import Database
-    from looms_runtime.reads import RunReader
+    from triggers.runner.runs import RunControls, RunReads
     from triggers.settings import Settings
     from triggers.store.audit_log import Actor
+    from triggers.store.database import Database
     from triggers.store.sql import SqlTriggerStore
     from triggers.store.sql_audit import SqlAuditLog
     from triggers.store.sql_reads import SqlTriggerReads
@@ -139,11 +138,11 @@ class Reads:
         return SqlAuditLog(self.db)
 
     @property
-    def runs(self) -> RunReader:
+    def runs(self) -> RunReads:
         """The runtime's runs, read as `Runtime` reads them, without building one."""
-        from looms_runtime.reads import RunReader  # noqa: PLC0415
+        from triggers.runner.runs import RunReads  # noqa: PLC0415
 
-        return RunReader(self.db)
+        return RunReads.of_database(self.db)
 
 
 @contextmanager
@@ -161,9 +160,10 @@ def open_reads() -> Iterator[Reads]:
 
 @dataclass(slots=True)
 class RuntimeSession:
-    """The runtime (never started here) and the audit log on one open database."""
+    """The runtime's runs (the runtime never started here) and the audit log on one
+    open database."""
 
-    runtime: Runtime
+    runs: RunControls
     audit: SqlAuditLog
     db: Database
 
@@ -177,6 +177,7 @@ def open_runtime() -> Iterator[RuntimeSession]:
     changes is recorded for the CLI's too. Commands that only read runs use
     `open_reads().runs`."""
     from triggers.daemon import open_backend  # noqa: PLC0415
+    from triggers.runner.runs import RunControls  # noqa: PLC0415
     from triggers.store.database import open_database  # noqa: PLC0415
     from triggers.store.sql_audit import SqlAuditLog  # noqa: PLC0415
 
@@ -185,20 +186,25 @@ def open_runtime() -> Iterator[RuntimeSession]:
     open_database(location()).dispose()  # an existing database, or DatabaseMissingError
     backend = open_backend(settings(), owner=owner, clock=clock)
     try:
-        yield RuntimeSession(runtime=backend.runtime, audit=SqlAuditLog(backend.db), db=backend.db)
+        yield RuntimeSession(
+            runs=RunControls(backend.runtime), audit=SqlAuditLog(backend.db), db=backend.db
+        )
     finally:
         backend.close()
 
 
 def open_database_for_upgrade() -> Database:
     """The database for `db upgrade`: created when it is the embedded default."""
-    from looms_runtime.db import Database  # noqa: PLC0415
     from triggers.errors import ConfigError  # noqa: PLC0415
+    from triggers.file_modes import private_directory, private_sqlite_files  # noqa: PLC0415
+    from triggers.store.database import Database  # noqa: PLC0415
 
     found = location()
     path = found.sqlite_path
-    if path is not None and not path.parent.is_dir():
-        if not found.embedded:
+    if path is not None:
+        if found.embedded:
+            private_directory(path.parent, what="state directory")
+        elif not path.parent.is_dir():
             raise ConfigError(f"the directory of the SQLite database {path} does not exist")
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_sqlite_files(path, create=True)
     return Database(found.url)

@@ -86,14 +86,17 @@ def _upcoming_table(spec: TriggerSpec, found: Forecast) -> None:
 
     jittered = any(fire.fires_at != fire.occurrence_at for fire in found.fires)
     shifted = any(fire.shift is not None for fire in found.fires)
+    excluded = any(fire.excluded is not None for fire in found.fires)
     headers = ["occurrence (utc)", f"local ({spec.timezone})"]
     headers += ["fires at"] if jittered else []
     headers += ["dst"] if shifted else []
+    headers += ["excluded"] if excluded else []
     rows = []
     for fire in found.fires:
         row: list[str | None] = [iso(fire.occurrence_at), fire.local.isoformat()]
         row += [iso(fire.fires_at)] if jittered else []
         row += [describe_shift(fire.shift) if fire.shift else None] if shifted else []
+        row += [f"skipped: calendar {fire.excluded}" if fire.excluded else None] if excluded else []
         rows.append(row)
     table(headers, rows)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Sequence
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -21,6 +21,9 @@ from triggers.cli._output import JsonOpt, Output, OutputOpt, emit, listing, tabl
 from triggers.documents import MAX_COUNT, plain, run_json
 from triggers.errors import InputError
 from triggers.step_output import attempt_outputs, step_attempts, step_states, tail
+
+if TYPE_CHECKING:
+    from triggers.runner.runs import RunStatusInfo
 
 RunArg = Annotated[str, typer.Argument(metavar="RUN_ID")]
 NoteOpt = Annotated[str | None, typer.Option(help="Why: kept in the audit log.")]
@@ -168,7 +171,7 @@ def _logs_text(attempts: list[Any]) -> None:
         write("no step has run yet\n")
 
 
-def _ms(value: Any) -> str | None:
+def _ms(value: object) -> str | None:
     return None if value is None else f"{value} ms"
 
 
@@ -218,7 +221,7 @@ def cancel(
     shape = output_of(as_json, output)
     with errors(shape), open_runtime() as session:
         status = actions.cancel(
-            session.runtime, session.audit, run_id, reason=reason, actor=actor(), now=clock.now()
+            session.runs, session.audit, run_id, reason=reason, actor=actor(), now=clock.now()
         )
         _status_output(status, shape, "cancel requested")
 
@@ -237,7 +240,7 @@ def retry(
     shape = output_of(as_json, output)
     with errors(shape), open_runtime() as session:
         status = actions.retry(
-            session.runtime,
+            session.runs,
             session.audit,
             run_id,
             effect_id,
@@ -271,7 +274,7 @@ def signal(
             raise InputError(f"--payload is not JSON: {exc}") from exc
         with open_runtime() as session:
             status = actions.signal(
-                session.runtime,
+                session.runs,
                 session.audit,
                 run_id,
                 name,
@@ -284,7 +287,7 @@ def signal(
         _status_output(status, shape, f"signal {name!r} delivered")
 
 
-def _status_output(status: Any, shape: Output, what: str) -> None:
+def _status_output(status: RunStatusInfo, shape: Output, what: str) -> None:
     if shape.machine:
         emit(plain(status), shape)
     else:

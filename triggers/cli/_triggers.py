@@ -130,6 +130,8 @@ def _describevalue_text(found: TriggerDescription) -> None:
     for fire in found.next_fires:
         local = f"{fire.local.isoformat()} {trigger.spec.timezone}"
         note = f"  {describe_shift(fire.shift)}" if fire.shift else ""
+        if fire.excluded:
+            note += f"  skipped: calendar {fire.excluded}"
         write(f"  {shown(fire.occurrence_at)}  ({local}){note}\n")
     write("operator actions (triggers audit-log --trigger ID for more):\n")
     for entry in found.actions:

@@ -1,4 +1,4 @@
-"""The declarations file: YAML in, validated flows and triggers out (DESIGN.md "Declarations").
+"""The declarations file: YAML in, validated flows and triggers out (docs/yaml.md).
 
 `load_declarations` either returns every flow and trigger of the file or raises one
 `DeclarationError` that lists every problem, each with its file, line, column and key
@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from triggers.alert_rules import AlertChannel
+from triggers.declarations._limits import LIMITS, check_size
 from triggers.declarations._messages import declaration_error, problem
 from triggers.durations import parse_duration
 from triggers.model import FlowSpec, TriggerSpec
@@ -54,11 +55,17 @@ def read_declarations_text(path: str | Path) -> str:
     """A declarations file's text.
 
     Raises:
-        DeclarationError: the file cannot be read or is not UTF-8.
+        DeclarationError: the file cannot be read, is not UTF-8, or is larger than
+            the limit (docs/yaml.md "Limits").
     """
     source = str(path)
     try:
-        data = Path(path).read_bytes()
+        check_size(Path(path).stat().st_size, source)
+        with Path(path).open("rb") as stream:
+            # One byte past the limit is enough to refuse, and bounds what is read.
+            data = stream.read(LIMITS.file_bytes + 1)
+            if len(data) > LIMITS.file_bytes:
+                check_size(max(len(data), Path(path).stat().st_size), source)
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
         found = problem(source, 0, 0, "", f"cannot read the file: {reason}")
@@ -86,11 +93,16 @@ def load_declarations(path: str | Path) -> Declarations:
 def parse_declarations(text: str, *, source: str) -> Declarations:
     """Validate declarations given as YAML text; `source` names them in problems.
 
+    The text's bounds (depth, aliases, lengths; see `_limits`) are checked first, on
+    its event stream, so a hostile text is refused before any tree is built from it.
+
     Raises:
-        DeclarationError: listing every problem found (see `load_declarations`).
+        DeclarationError: listing every problem found (see `load_declarations`), or
+            the first bound the text passes.
     """
     # The parser's modules load here, not with the package: a daemon restarted on the
     # file already in force only reads and digests its text.
+    from triggers.declarations._events import check_limits  # noqa: PLC0415
     from triggers.declarations._problems import Collector, Tally  # noqa: PLC0415
     from triggers.declarations._specs import build_specs  # noqa: PLC0415
     from triggers.declarations._yaml import (  # noqa: PLC0415
@@ -102,6 +114,7 @@ def parse_declarations(text: str, *, source: str) -> Declarations:
         read_yaml,
     )
 
+    check_limits(text, source)
     digest = text_digest(text)
     data = read_plain(text)
     if data is not NOT_READ:

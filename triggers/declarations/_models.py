@@ -25,10 +25,12 @@ from triggers.declarations._values import (
     AlertEventName,
     Argv,
     Count,
+    DateRange,
     Duration,
     EnvName,
     HttpMethod,
     Id,
+    InheritedName,
     Instant,
     NonEmpty,
     Ref,
@@ -36,6 +38,8 @@ from triggers.declarations._values import (
     Status,
     Text,
     Url,
+    Weekday,
+    YearlyRange,
     Zone,
     every_shorthand,
 )
@@ -127,6 +131,29 @@ class TriggerFieldsModel(_Model):
     max_runs: Count | None = None
     pause_on_failure: bool | None = None
     alert: AlertRuleModel | None = None
+    exclude: list[Id] | None = None
+    only: list[Id] | None = None
+
+
+class HolidaysModel(_Model):
+    """`holidays:` of a calendar: a country's public holidays (the `holidays` package)."""
+
+    country: Annotated[str, StringConstraints(pattern=r"^[A-Z]{2,3}$")]
+    subdiv: NonEmpty | None = None
+    language: NonEmpty | None = None
+    categories: list[NonEmpty] | None = None
+
+
+class NamedCalendarModel(_Model):
+    """One value of `calendars:`: the days (or times) it holds, each key adding to them."""
+
+    holidays: HolidaysModel | None = None
+    dates: list[DateRange] | None = None
+    yearly: list[YearlyRange] | None = None
+    weekdays: list[Weekday] | None = None
+    cron: list[NonEmpty] | None = None
+    timezone: Zone | None = None
+    description: str | None = None
 
 
 class DefaultsModel(TriggerFieldsModel):
@@ -210,6 +237,19 @@ class WaitSignalModel(_Model):
     timeout: Duration | None = None
 
 
+class SecretModel(_Model):
+    """One value of a step's `secrets:`: a file, or a systemd credential."""
+
+    file: NonEmpty | None = None
+    credential: NonEmpty | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> SecretModel:
+        if (self.file is None) == (self.credential is None):
+            raise ValueError("a secret is read from one of: file, credential")
+        return self
+
+
 class StepModel(_Model):
     """One item of a flow's `steps:`; which keys go together is checked by the caller."""
 
@@ -222,6 +262,8 @@ class StepModel(_Model):
     timeout: Duration | None = None
     retry: RetryModel | None = None
     env: dict[EnvName, Text] | None = None
+    env_inherit: list[InheritedName] | None = None
+    secrets: dict[EnvName, SecretModel] | None = None
     cwd: NonEmpty | None = None
     idempotent: bool | None = None
     needs: list[Id] | None = None
@@ -240,10 +282,11 @@ class FlowModel(_Model):
 class DocumentModel(_Model):
     """The top level; sections are validated item by item by the caller."""
 
-    nullable = frozenset({"version", "defaults", "flows", "triggers", "alerts"})
+    nullable = frozenset({"version", "defaults", "flows", "triggers", "alerts", "calendars"})
 
     version: Any = None
     alerts: AlertsModel | None = None
     defaults: Any = None
+    calendars: dict[Any, Any] | None = None
     flows: dict[Any, Any] | None = None
     triggers: list[Any] | None = None

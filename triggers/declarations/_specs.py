@@ -23,6 +23,8 @@ from triggers.declarations._models import (
     DefaultsModel,
     DocumentModel,
     FlowModel,
+    HolidaysModel,
+    NamedCalendarModel,
     RetryModel,
     StepModel,
     TriggerFieldsModel,
@@ -34,35 +36,44 @@ from triggers.declarations._values import check_id
 from triggers.declarations._yaml import Loc
 from triggers.errors import ScheduleError
 from triggers.model import (
+    WEEKDAYS,
     AtSchedule,
     CalendarSchedule,
+    CalendarSpec,
     Catchup,
     CronSchedule,
     EverySchedule,
     FlowSpec,
+    HolidayRule,
     JsonValue,
     Schedule,
     TriggerSpec,
 )
+from triggers.scheduler.calendars import check_calendar
 from triggers.scheduler.occurrences import compile_schedule
 
 SUPPORTED_VERSION = 1
 SCHEDULE_KINDS = ("cron", "every", "calendar", "at")
 # Step kind: how messages name it, and which optional step keys it takes.
 STEP_KINDS = {
-    "run": ("a command", frozenset({"timeout", "retry", "env", "cwd", "idempotent"})),
+    "run": (
+        "a command",
+        frozenset({"timeout", "retry", "env", "env_inherit", "secrets", "cwd", "idempotent"}),
+    ),
     "http": ("an http", frozenset({"timeout", "retry", "idempotent"})),
     "python": ("a python", frozenset({"timeout", "retry", "idempotent"})),
     "sleep": ("a sleep", frozenset[str]()),
     "wait_signal": ("a wait_signal", frozenset[str]()),
 }
-_STEP_OPTIONS = ("timeout", "retry", "env", "cwd", "idempotent")
+_STEP_OPTIONS = ("timeout", "retry", "env", "env_inherit", "secrets", "cwd", "idempotent")
 _SAFE_METHODS = frozenset({"GET", "HEAD"})
 _DEFAULT_ZONE = "UTC"
 # Keys that TriggerSpec holds under the same name and meaning, copied after merging.
 _COPIED_KEYS = sorted(
-    TriggerFieldsModel.model_fields.keys() - {"input", "catchup", "start", "end", "alert"}
+    TriggerFieldsModel.model_fields.keys()
+    - {"input", "catchup", "start", "end", "exclude", "only", "alert"}
 )
+_CALENDAR_RULES = ("holidays", "dates", "yearly", "weekdays", "cron")
 # A problem in any of these makes compiling the schedule pointless or misleading.
 _SCHEDULE_INPUTS = frozenset({"id", "timezone", "start", "end", *SCHEDULE_KINDS})
 
@@ -75,6 +86,8 @@ class _Context:
     flows: dict[str, FlowSpec]
     flow_names: list[str] | None  # None: `flows` itself is invalid, references go unchecked
     channels: dict[str, AlertChannel] | None  # None: `alerts.channels` is invalid
+    calendars: dict[str, CalendarSpec]
+    calendar_names: list[str] | None  # None: `calendars` itself is invalid
 
 
 def build_specs(
@@ -111,6 +124,7 @@ def build_specs(
         channels = None
     if defaults is not None and defaults.alert is not None and channels is not None:
         _check_channels(defaults.alert, ("defaults", "alert"), channels, problems)
+    raw_calendars = document.calendars or {}
     context = _Context(
         problems=problems,
         defaults=defaults,
@@ -118,6 +132,8 @@ def build_specs(
         flows=_flows(raw_flows, problems),
         flow_names=None if "flows" in bad else [str(name) for name in raw_flows],
         channels=channels,
+        calendars=_calendars(raw_calendars, problems),
+        calendar_names=None if "calendars" in bad else [str(name) for name in raw_calendars],
     )
     raw_triggers = document.triggers or []
     triggers = [
@@ -146,6 +162,102 @@ def _flows(raw_flows: dict[Any, Any], problems: Problems) -> dict[str, FlowSpec]
     return flows
 
 
+def _calendars(raw_calendars: dict[Any, Any], problems: Problems) -> dict[str, CalendarSpec]:
+    calendars = {}
+    for name, raw in raw_calendars.items():
+        loc: Loc = ("calendars", name)
+        if not isinstance(name, str):
+            problems.add(loc, f"a calendar name must be a string, got {describe(name)}", at="key")
+            continue
+        before = problems.count
+        try:
+            check_id(name, what="calendar name")
+        except ValueError as exc:
+            problems.add(loc, str(exc), at="key")
+        model, _ = validate_partial(NamedCalendarModel, raw, loc, problems)
+        if model is None or not isinstance(raw, dict):
+            continue
+        if not any(key in raw for key in _CALENDAR_RULES):
+            message = f"a calendar needs at least one of: {', '.join(_CALENDAR_RULES)}"
+            problems.add(loc, message, at="key")
+        if problems.count > before:
+            continue
+        calendar = _calendar_spec(name, model)
+        for where, message in check_calendar(calendar):
+            problems.add((*loc, *where), message)
+        if problems.count == before:
+            calendars[name] = calendar
+    return calendars
+
+
+def _calendar_spec(name: str, model: NamedCalendarModel) -> CalendarSpec:
+    holidays: HolidaysModel | None = model.holidays
+    rule = None
+    if holidays is not None:
+        rule = HolidayRule(
+            country=holidays.country,
+            subdiv=holidays.subdiv,
+            language=holidays.language,
+            categories=tuple(sorted(set(holidays.categories or ()))),
+        )
+    return CalendarSpec(
+        name=name,
+        holidays=rule,
+        dates=tuple(sorted(set(model.dates or ()))),
+        yearly=tuple(sorted(set(model.yearly or ()))),
+        weekdays=tuple(sorted(set(model.weekdays or ()))),
+        cron=tuple(" ".join(expression.split()) for expression in model.cron or ()),
+        timezone=model.timezone,
+    )
+
+
+def _trigger_calendars(
+    trigger: TriggerModel, loc: Loc, context: _Context
+) -> dict[str, tuple[CalendarSpec, ...]]:
+    """The trigger's `exclude` and `only` calendars (its own, else the defaults')."""
+    found: dict[str, tuple[CalendarSpec, ...]] = {}
+    defaults = context.defaults
+    for key in ("exclude", "only"):
+        if key in trigger.model_fields_set:
+            names, where = getattr(trigger, key) or [], (*loc, key)
+        elif defaults is not None and key in defaults.model_fields_set:
+            names, where = getattr(defaults, key) or [], ("defaults", key)
+        else:
+            continue
+        specs = []
+        for index, name in enumerate(dict.fromkeys(names)):
+            calendar = context.calendars.get(name)
+            if calendar is not None:
+                specs.append(calendar)
+                continue
+            known = context.calendar_names
+            if known is None or name in known:
+                continue  # the calendar itself is invalid, and reported already
+            hint = (
+                suggestion(name, known) or f" (declared: {', '.join(known)})"
+                if known
+                else ": this file declares no calendars"
+            )
+            context.problems.add((*where, index), f"unknown calendar '{name}'{hint}")
+        found[key] = tuple(specs)
+    both = {c.name for c in found.get("exclude", ())} & {c.name for c in found.get("only", ())}
+    if both:
+        context.problems.add(
+            (*loc, "only"),
+            f"calendar {', '.join(sorted(both))} is both excluded and the only one: "
+            "the trigger would never fire",
+            at="key",
+        )
+    for calendar in found.get("exclude", ()):
+        if len(calendar.weekdays) == len(WEEKDAYS):
+            context.problems.add(
+                (*loc, "exclude"),
+                f"calendar '{calendar.name}' holds every weekday: the trigger would never fire",
+                at="key",
+            )
+    return found
+
+
 def _trigger(raw: object, loc: Loc, context: _Context) -> TriggerSpec | None:
     problems = context.problems
     before = problems.count
@@ -157,6 +269,7 @@ def _trigger(raw: object, loc: Loc, context: _Context) -> TriggerSpec | None:
             problems.add((*loc, key), f"missing required key '{key}'")
     _check_flow_reference(trigger.flow, (*loc, "flow"), context)
     fields = _merged_fields(trigger, loc, context.defaults, problems)
+    fields.update(_trigger_calendars(trigger, loc, context))
     zone, start_at, end_at = fields["timezone"], fields["start_at"], fields["end_at"]
     schedule = _schedule(raw, trigger, loc, zone, problems)
     bounds_ok = start_at is None or end_at is None or end_at > start_at
@@ -357,7 +470,8 @@ def _flow_definition(raw: object, loc: Loc, problems: Problems) -> dict[str, Jso
     """The canonical JSON definition of one flow, or None once its problems are reported.
 
     The durable runtime interprets this JSON and its digest versions the flow, so its
-    keys are a contract (DESIGN.md) and it keeps no trace of the YAML's formatting.
+    keys are a contract (docs/yaml.md, "Flows" and "Steps") and it keeps no trace of the
+    YAML's formatting.
     """
     before = problems.count
     flow, _ = validate_partial(FlowModel, raw, loc, problems)
@@ -444,7 +558,15 @@ def _step_kind_json(step: StepModel, loc: Loc, problems: Problems) -> dict[str, 
         "idempotent": bool(step.idempotent),
     }
     if step.run is not None:
-        command = {"argv": step.run, "env": step.env or {}, "cwd": step.cwd}
+        command: dict[str, JsonValue] = {"argv": step.run, "env": step.env or {}, "cwd": step.cwd}
+        # Only when given: a flow without them keeps the definition (and version) it had.
+        if step.env_inherit:
+            command["env_inherit"] = list(dict.fromkeys(step.env_inherit))
+        if step.secrets:
+            command["secrets"] = {
+                name: {"file": s.file} if s.file is not None else {"credential": s.credential}
+                for name, s in step.secrets.items()
+            }
         return {"id": step.id, "type": "command", **command, **effect}
     if step.python is not None:
         return {"id": step.id, "type": "python", "ref": step.python, **effect}

@@ -18,6 +18,7 @@ from pydantic import AfterValidator, BeforeValidator, Field, PlainValidator
 
 from triggers.declarations._messages import describe, suggestion
 from triggers.durations import parse_duration
+from triggers.model import WEEKDAYS
 
 ID_PATTERN = re.compile(r"[a-z0-9][a-z0-9._-]*")
 MAX_ID_LENGTH = 128
@@ -125,6 +126,12 @@ def _check_env_name(name: str) -> str:
     return name
 
 
+def _not_a_setting(name: str) -> str:
+    if name.startswith("TRIGGERS_"):
+        raise ValueError(f"{name} is the daemon's setting; no step gets the daemon's settings")
+    return name
+
+
 def _check_url(url: str) -> str:
     parts = urlsplit(url)
     if parts.scheme not in {"http", "https"} or not parts.netloc:
@@ -156,6 +163,64 @@ def _check_alert_event(name: str) -> str:
     return name
 
 
+def _day(value: object) -> date:
+    if isinstance(value, datetime):
+        raise ValueError(  # noqa: TRY004 - pydantic reports ValueError, not TypeError
+            f"expected a date like 2026-12-24, got the time {value.isoformat()}"
+        )
+    if isinstance(value, date):
+        return value
+    if isinstance(value, str):
+        try:
+            return date.fromisoformat(value.strip())
+        except ValueError:
+            pass
+    raise ValueError(f"expected a date like 2026-12-24, got {describe(value)}")
+
+
+def _dates(value: object) -> tuple[date, date]:
+    # `2026-12-24` (YAML reads it as a date) or `"2026-12-24..2026-12-31"`.
+    if isinstance(value, str) and ".." in value:
+        first_text, _, last_text = value.partition("..")
+        first, last = _day(first_text), _day(last_text)
+        if last < first:
+            raise ValueError(f"the range {value!r} ends before it starts")
+        return first, last
+    one = _day(value)
+    return one, one
+
+
+_MONTH_DAY = re.compile(r"(\d{1,2})-(\d{1,2})")
+_DAYS_IN_MONTH = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+
+
+def _month_day(text: str, whole: str) -> tuple[int, int]:
+    found = _MONTH_DAY.fullmatch(text.strip())
+    if found is None:
+        raise ValueError(f"expected a yearly date like '12-24' or '12-24..12-26', got {whole!r}")
+    month, day = int(found[1]), int(found[2])
+    if not 1 <= month <= 12 or not 1 <= day <= _DAYS_IN_MONTH[month - 1]:  # noqa: PLR2004
+        raise ValueError(f"no such day of the year: {text.strip()!r} (month-day)")
+    return month, day
+
+
+def _yearly(value: object) -> tuple[int, int, int, int]:
+    if not isinstance(value, str):
+        message = f"expected a yearly date like '12-24' in quotes, got {describe(value)}"
+        raise ValueError(message)  # noqa: TRY004 - pydantic reports ValueError, not TypeError
+    first_text, dots, last_text = value.partition("..")
+    first = _month_day(first_text, value)
+    last = _month_day(last_text, value) if dots else first
+    return (*first, *last)
+
+
+def _weekday(value: object) -> int:
+    text = value.strip().lower()[:3] if isinstance(value, str) else None
+    if text not in WEEKDAYS:
+        raise ValueError(f"expected a weekday ({', '.join(WEEKDAYS)}), got {describe(value)}")
+    return WEEKDAYS.index(text)
+
+
 def every_shorthand(value: object) -> object:
     """`every: 90s` is shorthand for `every: {interval: 90s}`."""
     return value if isinstance(value, dict) else {"interval": value}
@@ -172,7 +237,11 @@ Text = Annotated[str, BeforeValidator(_text)]
 NonEmpty = Annotated[str, AfterValidator(_non_empty)]
 Argv = Annotated[list[Text], BeforeValidator(_argv), AfterValidator(_check_argv)]
 EnvName = Annotated[str, AfterValidator(_check_env_name)]
+InheritedName = Annotated[str, AfterValidator(_check_env_name), AfterValidator(_not_a_setting)]
 Url = Annotated[str, AfterValidator(_check_url)]
 HttpMethod = Annotated[str, AfterValidator(_check_method)]
 Status = Annotated[int, Field(ge=100, le=599)]
 AlertEventName = Annotated[str, AfterValidator(_check_alert_event)]
+DateRange = Annotated[tuple[date, date], PlainValidator(_dates)]
+YearlyRange = Annotated[tuple[int, int, int, int], PlainValidator(_yearly)]
+Weekday = Annotated[int, PlainValidator(_weekday)]

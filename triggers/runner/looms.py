@@ -10,14 +10,13 @@ from looms_runtime import (
     RunSettled,
     Runtime,
     RunTransition,
-    StartConflictError,
     StartRequest,
-    UnknownFlowError,
 )
 from looms_runtime import RunHandle as LoomsRunHandle
 from triggers.clock import Clock, iso
-from triggers.errors import RunnerError, RunnerRefusedError
+from triggers.errors import RunnerError
 from triggers.model import RunStatus
+from triggers.runner.door import runner_door, runner_error
 from triggers.runner.protocol import AfterCommit, LaunchRequest, RunHandle, SettledCallback
 from triggers.store.protocol import RunChange, StoreTransaction, TriggerStore
 from triggers.store.sql_transaction import SqlTransaction
@@ -67,33 +66,25 @@ class LoomsRunner:
     ) -> tuple[list[RunHandle | RunnerError], AfterCommit]:
         if not isinstance(tx, SqlTransaction):
             raise RunnerError(f"the runtime starts runs only on its own database, not in {tx!r}")
-        try:
+        with runner_door("the runtime could not start runs"):
             outcomes, after_commit = self.runtime.start_within(tx.connection, _requests(requests))
-        except LoomsError as exc:
-            raise RunnerError(f"the runtime could not start runs: {exc}") from exc
         return [_handle(outcome) for outcome in outcomes], after_commit
 
     def start(self, requests: Sequence[LaunchRequest]) -> list[RunHandle | RunnerError]:
-        try:
+        with runner_door("the runtime could not start runs"):
             outcomes = self.runtime.start_runs(_requests(requests))
-        except LoomsError as exc:
-            raise RunnerError(f"the runtime could not start runs: {exc}") from exc
         return [_handle(outcome) for outcome in outcomes]
 
     def inspect(self, run_ids: Sequence[str]) -> dict[str, RunStatus]:
-        try:
+        with runner_door("the runtime could not report run statuses"):
             found = self.runtime.statuses(run_ids)
-        except LoomsError as exc:
-            raise RunnerError(f"the runtime could not report run statuses: {exc}") from exc
         return {
             run_id: RunStatus(state=info.status, error=info.error) for run_id, info in found.items()
         }
 
     def cancel(self, run_id: str) -> None:
-        try:
+        with runner_door(f"the runtime could not cancel run {run_id}"):
             self.runtime.cancel(run_id, reason="superseded")
-        except LoomsError as exc:
-            raise RunnerError(f"the runtime could not cancel run {run_id}: {exc}") from exc
 
     def subscribe(self, callback: SettledCallback) -> None:
         self._callbacks.append(callback)
@@ -140,10 +131,6 @@ def _requests(requests: Sequence[LaunchRequest]) -> list[StartRequest]:
 
 
 def _handle(outcome: LoomsRunHandle | LoomsError) -> RunHandle | RunnerError:
-    if isinstance(outcome, StartConflictError):
-        return RunnerRefusedError(str(outcome), run_id=outcome.details.get("run_id"))
-    if isinstance(outcome, UnknownFlowError):
-        return RunnerRefusedError(str(outcome))
     if isinstance(outcome, LoomsError):
-        return RunnerError(str(outcome))
+        return runner_error(outcome)
     return RunHandle(run_id=outcome.run_id, created=outcome.created, completed=outcome.completed)

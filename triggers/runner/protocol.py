@@ -30,7 +30,7 @@ class LaunchRequest:
 
     @property
     def env(self) -> Mapping[str, str]:
-        """The run's environment, as DESIGN.md promises it: the trigger and the
+        """The run's environment, as docs/yaml.md ("Steps") promises it: the trigger and the
         occurrence (RFC 3339 UTC). Made when asked: a runner that runs nothing (the
         simulation's) never asks."""
         return {

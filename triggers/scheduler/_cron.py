@@ -38,10 +38,10 @@ from croniter.croniter import (  # noqa: TID251 - H forms drawn by croniter's ow
 from triggers.errors import ScheduleError
 from triggers.scheduler._cron_days import LAST, CronCalendar, DayFields
 from triggers.scheduler._dst import DstShift, cron_shift
-from triggers.scheduler._timeline import (
+from triggers.scheduler._zone_offsets import (
     CountableSchedule,
     Span,
-    ZoneTimeline,
+    ZoneOffsets,
     floor_s,
     instant,
     join,
@@ -90,7 +90,7 @@ class _Shape:
 
 
 class CronRule:
-    """A parsed expression, matched against wall-clock seconds (see `_timeline`)."""
+    """A parsed expression, matched against wall-clock seconds (see `_zone_offsets`)."""
 
     __slots__ = (
         "_days",
@@ -362,14 +362,14 @@ class CronOccurrences(CountableSchedule):
     def __init__(
         self,
         rule: CronRule,
-        timeline: ZoneTimeline,
+        offsets: ZoneOffsets,
         *,
         start_at: datetime | None,
         end_at: datetime | None,
     ) -> None:
         super().__init__(start_at=start_at, end_at=end_at)
         self._rule = rule
-        self._timeline = timeline
+        self._offsets = offsets
         # The segment last searched from: [first, until) holds no transition and no
         # repeated wall time, at this offset. Most searches start there, and need
         # neither the zone's offset nor its transitions again.
@@ -391,7 +391,7 @@ class CronOccurrences(CountableSchedule):
         # Walk the constant-offset segments after `after`; almost always the first
         # candidate lies before the next transition and this is one croniter step.
         while candidate is not None:
-            transition = self._timeline.next_transition(segment, candidate - offset)
+            transition = self._offsets.next_transition(segment, candidate - offset)
             if transition is None:
                 return instant(candidate - offset)
             new_wall = transition.at + transition.after
@@ -408,14 +408,14 @@ class CronOccurrences(CountableSchedule):
 
     def dst_shift(self, at: datetime) -> DstShift | None:
         """What a daylight-saving change did to the occurrence at `at`."""
-        return cron_shift(self._rule, self._timeline, floor_s(at))
+        return cron_shift(self._rule, self._offsets, floor_s(at))
 
     def _span(self, after: datetime, until: datetime) -> Span | None:
         segment, offset, wall = self._search_from(after)
         last = floor_s(until)
         result: Span | None = None
         while True:
-            transition = self._timeline.next_transition(segment, last)
+            transition = self._offsets.next_transition(segment, last)
             segment_last = last if transition is None else transition.at - 1
             walls = self._rule.summary(wall, segment_last + offset)
             result = join(result, self._instants(walls, offset))
@@ -436,18 +436,18 @@ class CronOccurrences(CountableSchedule):
     def _search_from(self, after: datetime) -> tuple[int, int, int]:
         """The segment start, its offset, and the first wall time to consider."""
         after_s = floor_s(after)
-        offset, repeated = self._timeline.offset_and_fold(after_s)
+        offset, repeated = self._offsets.offset_and_fold(after_s)
         wall = after_s + offset + 1
         if repeated:
             if self._rule.fixed_time:
-                repeat = self._timeline.previous_transition(after_s)
+                repeat = self._offsets.previous_transition(after_s)
                 if repeat is not None:
                     wall = max(wall, repeat.at + repeat.before)
         else:
             # Past the repeated wall times (if any) of the transition that began this
             # segment, every instant up to the next transition reads this offset.
             last = after_s + _SEGMENT_S
-            transition = self._timeline.next_transition(after_s, last)
+            transition = self._offsets.next_transition(after_s, last)
             self._segment = (after_s, last + 1 if transition is None else transition.at, offset)
         return after_s, offset, wall
 

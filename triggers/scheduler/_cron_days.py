@@ -14,7 +14,7 @@ matches a date on its own terms:
 - day of week: the listed weekdays (0 is Sunday), `5#3` the third Friday (none when
   the month has fewer), `L5` the month's last Friday.
 
-Days are numbered from 1970-01-01 (day 0), like the wall-clock seconds of `_timeline`.
+Days are numbered from 1970-01-01 (day 0), like the wall-clock seconds of `_zone_offsets`.
 The matching days of a month depend only on its length and the weekday of its 1st,
 so at most 28 such patterns are computed, once each, and a search steps a month at a
 time: the Gregorian calendar repeats every 400 years (146,097 days, a whole number of

@@ -5,7 +5,7 @@ instants by Debian cron's rule (`_cron`, `_intervals`); this module looks at one
 of those instants afterwards and says what the change did to the wall times the
 schedule names, so `triggers next` can show it ("02:30 does not exist on
 2027-03-28, fires at 03:00"). Instants are epoch seconds, wall times seconds of
-the naive local calendar, as in `_timeline`.
+the naive local calendar, as in `_zone_offsets`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Literal
 
-from triggers.scheduler._timeline import Transition, ZoneTimeline, instant
+from triggers.scheduler._zone_offsets import Transition, ZoneOffsets, instant
 
 if TYPE_CHECKING:
     from triggers.scheduler._cron import CronRule
@@ -51,23 +51,23 @@ class DstShift:
     second: bool = False
 
 
-def fixed_shift(timeline: ZoneTimeline, wall: int, at_s: int) -> DstShift | None:
+def fixed_shift(offsets: ZoneOffsets, wall: int, at_s: int) -> DstShift | None:
     """The shift of an occurrence at `at_s` whose schedule names one wall time, `wall`
     (a calendar schedule, or an `at` given as a wall time)."""
-    if at_s + timeline.offset(at_s) != wall:
-        gap = _gap_ending_at(timeline, at_s)
+    if at_s + offsets.offset(at_s) != wall:
+        gap = _gap_ending_at(offsets, at_s)
         if gap is None:
             return None
-        return _shift("moved", timeline, (wall,), 0, at_s, gap)
-    repeat = _repeat_of(timeline, at_s)
+        return _shift("moved", offsets, (wall,), 0, at_s, gap)
+    repeat = _repeat_of(offsets, at_s)
     if repeat is None:
         return None
-    return _shift("merged", timeline, (wall,), 0, at_s, repeat)
+    return _shift("merged", offsets, (wall,), 0, at_s, repeat)
 
 
-def cron_shift(rule: CronRule, timeline: ZoneTimeline, at_s: int) -> DstShift | None:
+def cron_shift(rule: CronRule, offsets: ZoneOffsets, at_s: int) -> DstShift | None:
     """The shift of an occurrence of a cron rule at `at_s`."""
-    gap = _gap_ending_at(timeline, at_s) if rule.fixed_time else None
+    gap = _gap_ending_at(offsets, at_s) if rule.fixed_time else None
     if gap is not None:
         first_wall, end_wall = gap.at + gap.before, gap.at + gap.after
         skipped = _matches(rule, first_wall, end_wall)
@@ -77,14 +77,14 @@ def cron_shift(rule: CronRule, timeline: ZoneTimeline, at_s: int) -> DstShift | 
             ends = rule.next(end_wall) == end_wall
             kind: ShiftKind = "moved" if len(skipped) == 1 and not ends else "merged"
             walls = (*listed, end_wall) if ends else tuple(listed)
-            return _shift(kind, timeline, walls, len(skipped) - len(listed), at_s, gap)
-    repeat = _repeat_of(timeline, at_s)
+            return _shift(kind, offsets, walls, len(skipped) - len(listed), at_s, gap)
+    repeat = _repeat_of(offsets, at_s)
     if repeat is None:
         return None
-    wall = at_s + timeline.offset(at_s)
+    wall = at_s + offsets.offset(at_s)
     if rule.fixed_time:
-        return _shift("merged", timeline, (wall,), 0, at_s, repeat)
-    return _shift("repeated", timeline, (wall,), 0, at_s, repeat, second=at_s >= repeat.at)
+        return _shift("merged", offsets, (wall,), 0, at_s, repeat)
+    return _shift("repeated", offsets, (wall,), 0, at_s, repeat, second=at_s >= repeat.at)
 
 
 def _matches(rule: CronRule, low: int, high: int) -> list[int]:
@@ -97,24 +97,24 @@ def _matches(rule: CronRule, low: int, high: int) -> list[int]:
     return found
 
 
-def _gap_ending_at(timeline: ZoneTimeline, at_s: int) -> Transition | None:
+def _gap_ending_at(offsets: ZoneOffsets, at_s: int) -> Transition | None:
     """The spring-forward change taking effect exactly at `at_s`, if any."""
-    found = timeline.previous_transition(at_s)
+    found = offsets.previous_transition(at_s)
     if found is None or found.at != at_s or not found.forward:
         return None
     return found
 
 
-def _repeat_of(timeline: ZoneTimeline, at_s: int) -> Transition | None:
+def _repeat_of(offsets: ZoneOffsets, at_s: int) -> Transition | None:
     """The fall-back change that makes the wall time at `at_s` happen twice, if any."""
-    before = timeline.previous_transition(at_s)
+    before = offsets.previous_transition(at_s)
     if (
         before is not None
         and not before.forward
         and at_s + before.after < before.at + before.before
     ):
         return before  # the second pass over the repeated wall times
-    after = timeline.next_transition(at_s, at_s + _DAY_S)
+    after = offsets.next_transition(at_s, at_s + _DAY_S)
     if after is not None and not after.forward and at_s + after.before >= after.at + after.after:
         return after  # the first pass
     return None
@@ -122,7 +122,7 @@ def _repeat_of(timeline: ZoneTimeline, at_s: int) -> Transition | None:
 
 def _shift(
     kind: ShiftKind,
-    timeline: ZoneTimeline,
+    offsets: ZoneOffsets,
     walls: tuple[int, ...],
     more: int,
     at_s: int,
@@ -134,7 +134,7 @@ def _shift(
         kind=kind,
         walls=tuple(_naive(wall) for wall in walls),
         more_walls=more,
-        local=instant(at_s).astimezone(timeline.zone),
+        local=instant(at_s).astimezone(offsets.zone),
         clock_from=_naive(transition.at + transition.before),
         clock_to=_naive(transition.at + transition.after),
         second=second,

@@ -18,10 +18,10 @@ from triggers.clock import from_ms, to_ms
 from triggers.errors import ScheduleError
 from triggers.model import CalendarSchedule
 from triggers.scheduler._dst import DstShift, fixed_shift
-from triggers.scheduler._timeline import (
+from triggers.scheduler._zone_offsets import (
     CountableSchedule,
     Span,
-    ZoneTimeline,
+    ZoneOffsets,
     floor_s,
     instant,
 )
@@ -77,7 +77,7 @@ class EveryOccurrences(CountableSchedule):
 
 
 class AtOccurrences(CountableSchedule):
-    """A single instant; `wall` and `timeline` when it was given as a wall time."""
+    """A single instant; `wall` and `offsets` when it was given as a wall time."""
 
     def __init__(
         self,
@@ -86,18 +86,18 @@ class AtOccurrences(CountableSchedule):
         start_at: datetime | None,
         end_at: datetime | None,
         wall: int | None = None,
-        timeline: ZoneTimeline | None = None,
+        offsets: ZoneOffsets | None = None,
     ) -> None:
         super().__init__(start_at=start_at, end_at=end_at)
         self._at = at
         self._wall = wall
-        self._timeline = timeline
+        self._offsets = offsets
 
     def dst_shift(self, at: datetime) -> DstShift | None:
         """What a daylight-saving change did to the instant, given as a wall time."""
-        if self._wall is None or self._timeline is None or at != self._at:
+        if self._wall is None or self._offsets is None or at != self._at:
             return None
-        return fixed_shift(self._timeline, self._wall, floor_s(at))
+        return fixed_shift(self._offsets, self._wall, floor_s(at))
 
     def _next_after(self, after: datetime) -> datetime | None:
         return self._at if self._at > after else None
@@ -125,7 +125,7 @@ class CalendarOccurrences(CountableSchedule):
         anchor: date,
         day_of_month: int,
         time_of_day_s: int,
-        timeline: ZoneTimeline,
+        offsets: ZoneOffsets,
         start_at: datetime | None,
         end_at: datetime | None,
     ) -> None:
@@ -136,7 +136,7 @@ class CalendarOccurrences(CountableSchedule):
         self._anchor_month = anchor.year * 12 + anchor.month - 1
         self._day_of_month = day_of_month
         self._time_of_day_s = time_of_day_s
-        self._timeline = timeline
+        self._offsets = offsets
         self._period_days = months * _DAYS_PER_MONTH + days
 
     def _next_after(self, after: datetime) -> datetime | None:
@@ -157,7 +157,7 @@ class CalendarOccurrences(CountableSchedule):
 
     def _first_after(self, after_s: int) -> tuple[int, int]:
         """The index and instant of the first occurrence after `after_s`."""
-        offset, _ = self._timeline.offset_and_fold(after_s)
+        offset, _ = self._offsets.offset_and_fold(after_s)
         local_day = (after_s + offset) // _DAY_S + _ORDINAL_1970
         elapsed = local_day - self._anchor.toordinal()
         # The estimate is exact for day intervals and off by at most one with months;
@@ -181,12 +181,12 @@ class CalendarOccurrences(CountableSchedule):
         wall = self._wall(index)
         if found_s != at_s or wall is None:
             return None
-        return fixed_shift(self._timeline, wall, at_s)
+        return fixed_shift(self._offsets, wall, at_s)
 
     def _occurrence(self, index: int) -> int:
         """The instant (epoch seconds) of the index-th occurrence, or `_NEVER`."""
         wall = self._wall(index)
-        return _NEVER if wall is None else self._timeline.resolve_fixed(wall)
+        return _NEVER if wall is None else self._offsets.resolve_fixed(wall)
 
     def _wall(self, index: int) -> int | None:
         """The wall time of the index-th occurrence, or None past year 9999."""
@@ -204,7 +204,7 @@ class CalendarOccurrences(CountableSchedule):
 
 def compile_calendar(
     schedule: CalendarSchedule,
-    timeline: ZoneTimeline,
+    offsets: ZoneOffsets,
     *,
     start_at: datetime | None,
     end_at: datetime | None,
@@ -230,8 +230,8 @@ def compile_calendar(
             raise ScheduleError(f"calendar {name} must be between {bottom} and {top}, got {value}")
     anchor = CALENDAR_ANCHOR
     if schedule.start is not None:
-        start = timeline.as_instant(schedule.start)
-        anchor = start.astimezone(timeline.zone).date()
+        start = offsets.as_instant(schedule.start)
+        anchor = start.astimezone(offsets.zone).date()
         # The schedule's own start is a bound too: no occurrence before it.
         start_at = start if start_at is None else max(start_at, start)
     day_of_month = anchor.day if schedule.day is None else schedule.day
@@ -243,7 +243,7 @@ def compile_calendar(
         anchor=anchor,
         day_of_month=day_of_month,
         time_of_day_s=schedule.hour * 3600 + schedule.minute * 60 + schedule.second,
-        timeline=timeline,
+        offsets=offsets,
         start_at=start_at,
         end_at=end_at,
     )

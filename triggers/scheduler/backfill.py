@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from triggers.model import Action, FireRecord, Outcome, Overlap, Reason, Trigger, idempotency_key
+from triggers.scheduler.calendars import compile_calendars
 from triggers.scheduler.occurrences import CompiledSchedule, occurrence_span
 from triggers.store.protocol import Claim, ClaimRequest, ClaimResult, RangePiece, RangeSplit
 
@@ -113,6 +114,7 @@ def plan_backfill(
         for at in targets:
             plan.carved_from[at] = row.outcome
         claim += targets
+    calendars = compile_calendars(trigger.spec)
     plan.requests = [
         ClaimRequest(
             trigger_id=trigger.id,
@@ -120,6 +122,7 @@ def plan_backfill(
             expected_revision=trigger.revision,
             kind="backfill",
             overlap=overlap,
+            excluded_by=None if calendars is None else calendars.exclusion(at),
         )
         for at in sorted(claim)
     ]

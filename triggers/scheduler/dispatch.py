@@ -31,6 +31,7 @@ from triggers.metrics import Metrics
 from triggers.model import Action, Catchup, Outcome
 from triggers.scheduler.launcher import Launcher
 from triggers.scheduler.occurrences import DuePlan, plan_due
+from triggers.scheduler.options import RETRY_SOON
 from triggers.scheduler.timetable import Entry, Timetable
 from triggers.store.protocol import (
     ClaimRequest,
@@ -47,7 +48,6 @@ from triggers.store.protocol import (
 
 log = structlog.get_logger()
 
-_RETRY_AFTER = timedelta(seconds=1)
 # A catch-up this large is worth a human's look (Kubernetes warns past 100 missed).
 _LARGE_CATCHUP = 100
 CLAIM_BATCH = 128
@@ -111,7 +111,7 @@ class Dispatcher:
             except Exception:
                 log.exception("plan_failed", trigger_id=trigger_id)
                 report.errors += 1
-                self._timetable.reschedule(entry, at=self._clock.now() + _RETRY_AFTER)
+                self._timetable.reschedule(entry, at=self._clock.now() + RETRY_SOON)
                 continue
             plans[trigger_id] = plan
             if len(plan.dispatch) > _LARGE_CATCHUP:
@@ -138,11 +138,24 @@ class Dispatcher:
                     )
                 )
                 after = missed.last_at
-            revision = trigger.revision
-            requests += [
-                ClaimRequest(trigger_id=trigger_id, occurrence_at=at, expected_revision=revision)
-                for at in plan.dispatch
-            ]
+            revision, calendars = trigger.revision, entry.calendars
+            if calendars is None:
+                requests += [
+                    ClaimRequest(
+                        trigger_id=trigger_id, occurrence_at=at, expected_revision=revision
+                    )
+                    for at in plan.dispatch
+                ]
+            else:
+                requests += [
+                    ClaimRequest(
+                        trigger_id=trigger_id,
+                        occurrence_at=at,
+                        expected_revision=revision,
+                        excluded_by=calendars.exclusion(at),
+                    )
+                    for at in plan.dispatch
+                ]
         stale = self.record_ranges(ranges, report) if ranges else set()
         if stale:
             requests = [r for r in requests if r.trigger_id not in stale]
@@ -301,7 +314,7 @@ class Dispatcher:
         shortly when its plan failed or went stale."""
         if plan is None or entry.trigger.spec.id in stale:
             if entry.due_at is None:
-                self._timetable.reschedule(entry, at=self._clock.now() + _RETRY_AFTER)
+                self._timetable.reschedule(entry, at=self._clock.now() + RETRY_SOON)
             return
         entry.watermark_at = max(entry.watermark_at, plan.watermark_at)
         if plan.truncated:
@@ -331,7 +344,7 @@ class Dispatcher:
             if decide:
                 again.append(entry)
             else:
-                self._timetable.reschedule(entry, at=self._clock.now() + _RETRY_AFTER)
+                self._timetable.reschedule(entry, at=self._clock.now() + RETRY_SOON)
         if again:
             self.process(again, report, refreshed=True)
 

@@ -34,7 +34,7 @@ from triggers.scheduler.launcher import Launcher, launcher_within
 from triggers.scheduler.listing import Listing, Page
 from triggers.scheduler.liveness import Host, UnknownHost
 from triggers.scheduler.monitor import Monitor
-from triggers.scheduler.options import SchedulerOptions
+from triggers.scheduler.options import RETRY_SOON, SchedulerOptions
 from triggers.scheduler.pending import PendingPass
 from triggers.scheduler.quiet import quiet_ranges
 from triggers.scheduler.timetable import Entry, Timetable
@@ -54,7 +54,6 @@ _FULL_LISTING_EVERY = timedelta(minutes=10)
 _SYNC_BATCH = 2_000
 _LISTING_PAGE = 500
 _CLOCK_MARGIN = timedelta(seconds=15)
-_RETRY_AFTER = timedelta(seconds=1)
 _HANDOFF = timedelta(seconds=2)
 _BUFFERING = frozenset({Overlap.BUFFER, Overlap.BUFFER_ALL, Overlap.SUPERSEDE})
 
@@ -242,7 +241,7 @@ class Scheduler:
                 self._housekeep(now, report)
         except Exception as exc:
             self.metrics.tick_failed(exc)
-            retry_at = clock.now() + _RETRY_AFTER
+            retry_at = clock.now() + RETRY_SOON
             put_back = self._timetable.put_back(retry_at)
             log.exception("tick_failed", put_back=put_back)
             return retry_at

@@ -20,6 +20,7 @@ from datetime import datetime
 from zoneinfo import ZoneInfo
 
 from triggers.model import TriggerSpec
+from triggers.scheduler.calendars import compile_calendars
 from triggers.scheduler.occurrences import CompiledSchedule, DstShift, dst_shift, jitter_delay
 
 
@@ -49,6 +50,9 @@ class UpcomingFire:
     """When the daemon launches it: the occurrence plus its jitter."""
     shift: DstShift | None
     """What a daylight-saving change did to it, if anything."""
+    excluded: str | None = None
+    """The calendar that leaves it out, with the day's name (`de-by (Allerheiligen)`):
+    the daemon records it `skipped` with reason `calendar` and launches nothing."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -98,29 +102,35 @@ def forecast(
 ) -> Forecast:
     """The next `count` occurrences after `after` that the daemon will fire.
 
-    Each occurrence is assumed to launch (and so to count toward `max_runs`); see
+    Each occurrence is assumed to launch (and so to count toward `max_runs`) unless a
+    calendar excludes it, which is listed as such and counts toward `count` too; see
     the module doc for what only the run-time can tell."""
     runs_left = None if spec.max_runs is None else max(0, spec.max_runs - runs_launched)
     stop = stop_reason(spec, paused=paused, retired=retired, runs_launched=runs_launched)
     if stop is not None:
         return Forecast(fires=[], stop=stop, runs_left=runs_left)
     zone = ZoneInfo(spec.timezone)
+    calendars = compile_calendars(spec)
     fires: list[UpcomingFire] = []
+    launches = 0
     at = schedule.next_after(after)
     while at is not None and len(fires) < count:
-        if runs_left is not None and len(fires) >= runs_left:
+        if runs_left is not None and launches >= runs_left:
             return Forecast(fires=fires, stop=Stop.MAX_RUNS, runs_left=runs_left)
+        excluded = None if calendars is None else calendars.exclusion(at)
+        launches += excluded is None
         fires.append(
             UpcomingFire(
                 occurrence_at=at,
                 local=at.astimezone(zone),
                 fires_at=fire_time(spec, schedule, at),
                 shift=dst_shift(schedule, at),
+                excluded=excluded,
             )
         )
         at = schedule.next_after(at)
     if at is None:
         return Forecast(fires=fires, stop=Stop.ENDED, runs_left=runs_left)
-    if runs_left is not None and len(fires) >= runs_left:
+    if runs_left is not None and launches >= runs_left:
         return Forecast(fires=fires, stop=Stop.MAX_RUNS, runs_left=runs_left)
     return Forecast(fires=fires, stop=None, runs_left=runs_left)

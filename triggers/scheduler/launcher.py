@@ -15,7 +15,7 @@ import logging
 import queue
 import threading
 from collections.abc import Callable, Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 
 import structlog
 
@@ -25,6 +25,7 @@ from triggers.metrics import Metrics
 from triggers.model import Action
 from triggers.runner.protocol import AfterCommit, LaunchRequest, RunHandle, Runner
 from triggers.scheduler.deadlines import DeadlineRunner
+from triggers.scheduler.options import RETRY_SOON
 from triggers.store.protocol import (
     START_RETRY,
     Claimed,
@@ -41,11 +42,10 @@ from triggers.store.protocol import (
 log = structlog.get_logger()
 
 _BATCH = 1000
-_RECORD_RETRY = timedelta(seconds=1)
 
 
 def launch_request(claim: Claimed) -> LaunchRequest:
-    """The runner request for a claim (its `env` is the run environment DESIGN.md promises)."""
+    """The runner request for a claim (its `env` is the run environment of docs/yaml.md)."""
     spec = claim.trigger.spec
     return LaunchRequest(
         idempotency_key=claim.idempotency_key,
@@ -290,7 +290,7 @@ class Launcher:
             log.warning("launch_record_failed", count=len(launches), error=str(exc))
             with self._idle:
                 self._unrecorded.extend(launches)
-            self._on_deferred(self._clock.now() + _RECORD_RETRY)
+            self._on_deferred(self._clock.now() + RETRY_SOON)
             return
         for launch, record in zip(launches, records, strict=True):
             if isinstance(record, TriggersError):

@@ -19,6 +19,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from datetime import timedelta
+from typing import Literal
 
 import structlog
 
@@ -211,7 +212,7 @@ class Monitor:
                 Settlement(
                     trigger_id=trigger_id,
                     run_id=run_id,
-                    state="failed" if status.state == "missing" else status.state,  # type: ignore[arg-type]
+                    state=_SETTLED_AS[status.state],
                     error=None if status.state == "completed" else _message(run_id, status),
                 )
                 for run_id, status in settled.items()
@@ -260,3 +261,12 @@ def _message(run_id: str, status: RunStatus) -> str | None:
     if status.state == "missing":
         return f"run {run_id} is unknown to the runtime"
     return status.error or f"run {run_id} {status.state}"
+
+
+_SETTLED_AS: dict[str, Literal["completed", "failed", "cancelled"]] = {
+    "completed": "completed",
+    "failed": "failed",
+    "cancelled": "cancelled",
+    "missing": "failed",  # a run the runtime no longer knows did not complete
+}
+"""A settled run's state (`RunStatus.state`, never `active` here) as its settlement names it."""

@@ -39,11 +39,11 @@ from triggers.scheduler._intervals import (
     EveryOccurrences,
     compile_calendar,
 )
-from triggers.scheduler._timeline import (
+from triggers.scheduler._zone_offsets import (
     TICK,
     CountableSchedule,
     Span,
-    ZoneTimeline,
+    ZoneOffsets,
     floor_s,
     load_zone,
 )
@@ -144,7 +144,7 @@ def compile_schedule(
             never fires, `@reboot`, an unknown zone, a non-positive or
             sub-millisecond interval, or a calendar field out of range.
     """
-    timeline = ZoneTimeline(load_zone(timezone))
+    offsets = ZoneOffsets(load_zone(timezone))
     if start_at is not None and end_at is not None and end_at < start_at:
         raise ScheduleError(
             f"end {iso(end_at)} is before start {iso(start_at)}", trigger_id=trigger_id
@@ -152,7 +152,7 @@ def compile_schedule(
     match schedule:
         case CronSchedule(expression=expression):
             rule = parse_cron(expression, trigger_id=trigger_id, check_fires=not validated)
-            return CronOccurrences(rule, timeline, start_at=start_at, end_at=end_at)
+            return CronOccurrences(rule, offsets, start_at=start_at, end_at=end_at)
         case EverySchedule(interval=interval, start=start):
             if interval <= timedelta(0) or interval % _MS:
                 raise ScheduleError(
@@ -160,17 +160,17 @@ def compile_schedule(
                     f"got {interval}",
                     trigger_id=trigger_id,
                 )
-            anchor = 0 if start is None else to_ms(timeline.as_instant(start))
+            anchor = 0 if start is None else to_ms(offsets.as_instant(start))
             return EveryOccurrences(
                 interval_ms=interval // _MS, anchor_ms=anchor, start_at=start_at, end_at=end_at
             )
         case CalendarSchedule():
-            return compile_calendar(schedule, timeline, start_at=start_at, end_at=end_at)
+            return compile_calendar(schedule, offsets, start_at=start_at, end_at=end_at)
         case AtSchedule(at=at):
-            exact = from_ms(to_ms(timeline.as_instant(at)))
+            exact = from_ms(to_ms(offsets.as_instant(at)))
             wall = None if at.tzinfo is not None else floor_s(at.replace(tzinfo=UTC))
             return AtOccurrences(
-                exact, start_at=start_at, end_at=end_at, wall=wall, timeline=timeline
+                exact, start_at=start_at, end_at=end_at, wall=wall, offsets=offsets
             )
 
 

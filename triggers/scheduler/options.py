@@ -10,6 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
+RETRY_SOON = timedelta(seconds=1)
+"""How soon the scheduler tries again what a store or planning error interrupted: a
+tick, a trigger's plan, the ledger rows of launched runs. (A start the runtime did not
+answer waits `START_RETRY` instead: the runtime is busy, not the database.)"""
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SchedulerOptions:

@@ -15,6 +15,7 @@ import structlog
 
 from triggers.errors import ScheduleError
 from triggers.model import Trigger
+from triggers.scheduler.calendars import TriggerCalendars, compile_calendars
 from triggers.scheduler.forecast import fire_time, stop_reason
 from triggers.scheduler.occurrences import CompiledSchedule, compile_schedule
 
@@ -30,6 +31,8 @@ class Entry:
     watermark_at: datetime
     due_at: datetime | None = None
     generation: int = 0
+    calendars: TriggerCalendars | None = None
+    """The trigger's `exclude` and `only` calendars; None when it names none."""
     handed_off: bool = False
     """Due again after another daemon, its owner, was left to claim it first: when it
     comes due like this the owner did not, and this daemon claims it."""
@@ -66,6 +69,7 @@ class Timetable:
             entry = Entry(
                 trigger=trigger,
                 schedule=_compile(trigger),
+                calendars=_calendars(trigger),
                 watermark_at=max(trigger.watermark_at, watermark),
                 generation=entry.generation if entry is not None else 0,
             )
@@ -178,6 +182,14 @@ def _compile(trigger: Trigger) -> CompiledSchedule | None:
         )
     except ScheduleError as exc:
         log.error("schedule_invalid", trigger_id=spec.id, error=str(exc))
+        return None
+
+
+def _calendars(trigger: Trigger) -> TriggerCalendars | None:
+    try:
+        return compile_calendars(trigger.spec)
+    except ScheduleError as exc:  # a stored row no longer valid here (its zone is gone)
+        log.error("calendar_invalid", trigger_id=trigger.id, error=str(exc))
         return None
 
 

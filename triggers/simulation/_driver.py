@@ -31,7 +31,7 @@ from triggers.metrics import UnrecordedMetrics
 from triggers.model import TriggerSpec
 from triggers.runner.simulated import SimulatedRunner
 from triggers.scheduler.engine import Scheduler, SchedulerOptions
-from triggers.services import pause, resume
+from triggers.services import pause_trigger, resume_trigger
 from triggers.simulation._scenario import Downtime, Interval, Scenario, SimulationResult
 from triggers.store.memory import MemoryTriggerStore
 from triggers.store.protocol import HistoryQuery
@@ -308,14 +308,14 @@ class _Simulator:
     def _pauses(self, trigger_id: str) -> Callable[[], None]:
         def act() -> None:
             with _naming(f"--pause {trigger_id}@..."):
-                pause(self.store, trigger_id, note=_PAUSE_NOTE, now=self.clock.now())
+                pause_trigger(self.store, trigger_id, note=_PAUSE_NOTE, now=self.clock.now())
 
         return act
 
     def _resumes(self, trigger_id: str) -> Callable[[], None]:
         def act() -> None:
             with _naming(f"--pause {trigger_id}@...: its resume"):
-                resume(self.store, trigger_id, now=self.clock.now())
+                resume_trigger(self.store, trigger_id, now=self.clock.now())
 
         return act
 

@@ -227,6 +227,7 @@ class ClaimBatch:
             lease_expires_at=self._lease_expires if launching else None,
             supersedes_run_id=item.supersedes,
             blocked_by=trigger.blocked_by if item.reason is Reason.BLOCKED else None,
+            reason_detail=request.excluded_by if item.reason is Reason.CALENDAR else None,
         )
 
     def _check_carved(self, items: list[_Item]) -> None:

@@ -68,6 +68,7 @@ def fire_from_row(row: Mapping[Any, Any]) -> FireRecord:
         manual_key=row["manual_key"],
         idempotency_key=row["idempotency_key"],
         blocked_by=row["blocked_by"],
+        reason_detail=row["reason_detail"],
     )
 
 

@@ -145,6 +145,7 @@ def may_supersede(
         or decided_before(request, trigger)
         or (request.trigger_id, request.occurrence_at, request.manual_key) in existing
         or (request.trigger_id, request.occurrence_at) in covered
+        or excluded(request)
         or (request.kind == "backfill" and request.occurrence_at > trigger.watermark_at)
         or (
             request.kind == "scheduled"
@@ -198,6 +199,13 @@ _FIRE = Decision(Action.FIRE)
 _IGNORED = Decision(Action.IGNORED)
 _SKIP_OVERLAP = Decision(Action.SKIP, Reason.OVERLAP)
 _BUFFER_OVERLAP = Decision(Action.BUFFER, Reason.OVERLAP)
+_SKIP_CALENDAR = Decision(Action.SKIP, Reason.CALENDAR)
+
+
+def excluded(request: ClaimRequest) -> bool:
+    """A calendar of the trigger leaves the occurrence out. An operator's manual fire
+    is never excluded: someone asked for it now."""
+    return request.excluded_by is not None and request.kind != "manual"
 
 
 def capacity(overlap: Overlap, max_active: int) -> int:
@@ -275,6 +283,10 @@ def _decide(
         blocked = blocks_new_claims(trigger, counters)
         if blocked is not None:
             return Decision(Action.IGNORED, blocked)
+    if excluded(request):
+        # Before the overlap policy: an excluded day takes no run slot, no buffer
+        # place, and is not superseded by a newer occurrence (it never would have run).
+        return _SKIP_CALENDAR
     overlap = request.overlap or spec.overlap
     if replaced:
         return Decision(Action.SUPERSEDED, Reason.OVERLAP)

@@ -44,6 +44,7 @@ class FireRow:
     run_id: str | None = None
     supersedes_run_id: str | None = None
     blocked_by: str | None = None
+    reason_detail: str | None = None
     revision: int | None = None
     host: str | None = None
     claimed_at: datetime | None = None
@@ -81,4 +82,5 @@ class FireRow:
             manual_key=self.manual_key,
             idempotency_key=self.idempotency_key,
             blocked_by=self.blocked_by,
+            reason_detail=self.reason_detail,
         )

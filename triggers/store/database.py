@@ -13,8 +13,12 @@ import os
 
 from looms_runtime.db import Database
 from triggers.errors import ConfigError, DatabaseMissingError, TriggersError
+from triggers.file_modes import private_directory, private_sqlite_files
 from triggers.locations import DatabaseLocation
 from triggers.store.migrate import ensure_schema
+
+__all__ = ["NO_DAEMON_YET", "Database", "open_database"]
+"""`Database` too: the CLI names the database it opens through the store, not the runtime."""
 
 NO_DAEMON_YET = (
     "no daemon has used it yet; start the daemon (`triggers run`), "
@@ -58,7 +62,10 @@ def _check_sqlite_path(location: DatabaseLocation, *, create: bool) -> None:
     if path is None:
         return
     where = f"{path} ({location.source})"
+    if location.embedded and (create or path.parent.is_dir()):
+        private_directory(path.parent, what="state directory")
     if path.exists():
+        private_sqlite_files(path, create=False)
         if not os.access(path, os.R_OK | os.W_OK):
             raise ConfigError(
                 f"cannot open the database {where}: permission denied; run the command "
@@ -71,9 +78,8 @@ def _check_sqlite_path(location: DatabaseLocation, *, create: bool) -> None:
         raise DatabaseMissingError(
             f"no database at {where}{missing}: {NO_DAEMON_YET}", path=str(path)
         )
-    if location.embedded:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    elif not path.parent.is_dir():
+    if not location.embedded and not path.parent.is_dir():
         raise ConfigError(
             f"the directory of the SQLite database {where} does not exist", path=str(path)
         )
+    private_sqlite_files(path, create=True)

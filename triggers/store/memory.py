@@ -314,6 +314,34 @@ class MemoryTriggerStore:
             rows.sort(key=_NEWEST_LAST, reverse=True)
             return [row.record() for row in rows[: query.limit]]
 
+    def recent_records(
+        self, trigger_ids: Sequence[str], *, limit: int
+    ) -> dict[str, list[FireRecord]]:
+        wanted = set(trigger_ids)
+        found: dict[str, list[FireRow]] = {}
+        with self._lock:
+            for row in self._tables.fires.values():
+                if row.trigger_id in wanted:
+                    found.setdefault(row.trigger_id, []).append(row)
+            return {
+                trigger_id: [
+                    row.record() for row in sorted(rows, key=_NEWEST_LAST, reverse=True)[:limit]
+                ]
+                for trigger_id, rows in found.items()
+            }
+
+    def recent_outcomes(
+        self, trigger_ids: Sequence[str], *, limit: int
+    ) -> dict[str, list[tuple[datetime, Outcome]]]:
+        return {
+            trigger_id: [(r.occurrence_at, r.outcome) for r in records]
+            for trigger_id, records in self.recent_records(trigger_ids, limit=limit).items()
+        }
+
+    def triggers_with(self, outcome: Outcome) -> set[str]:
+        with self._lock:
+            return {row.trigger_id for row in self._tables.with_outcome(outcome)}
+
     def last_records(self) -> dict[str, FireRecord]:
         newest: dict[str, FireRow] = {}
         with self._lock:

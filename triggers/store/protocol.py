@@ -29,6 +29,10 @@ class ClaimRequest:
     kind: FireKind = "scheduled"
     manual_key: str = ""
     overlap: Overlap | None = None  # a manual fire's override of the trigger's policy
+    excluded_by: str | None = None
+    """The calendar that leaves this occurrence out, with the day's name (`de-by
+    (Allerheiligen)`), as the scheduler found it in the trigger at `expected_revision`:
+    the claim records it `skipped` with reason `calendar`."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -335,6 +339,26 @@ class TriggerReads(Protocol):
 
     def history(self, query: HistoryQuery) -> list[FireRecord]:
         """Ledger rows, newest occurrence first."""
+        ...
+
+    def recent_records(
+        self, trigger_ids: Sequence[str], *, limit: int
+    ) -> dict[str, list[FireRecord]]:
+        """Each of `trigger_ids`' newest `limit` ledger rows, newest occurrence first,
+        as `history` returns them for the one trigger (a trigger without rows: none),
+        read at once (a page of the dashboard's list: one query, on the ledger's index)."""
+        ...
+
+    def recent_outcomes(
+        self, trigger_ids: Sequence[str], *, limit: int
+    ) -> dict[str, list[tuple[datetime, Outcome]]]:
+        """`recent_records`' rows reduced to (occurrence, outcome): a sparkline's bars,
+        without reading and decoding whole rows."""
+        ...
+
+    def triggers_with(self, outcome: Outcome) -> set[str]:
+        """The triggers that have a ledger row of `outcome` (read off the ledger's
+        outcome index: the dashboard's failing filter looks at those only)."""
         ...
 
     def last_records(self) -> dict[str, FireRecord]:

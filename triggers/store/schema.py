@@ -94,6 +94,8 @@ fires = sa.Table(
     sa.Column("supersedes_run_id", sa.String(64), nullable=True),
     # An occurrence skipped with reason `blocked`: the run that blocked it.
     sa.Column("blocked_by", sa.String(64), nullable=True),
+    # What the reason names: with `calendar`, the calendar and the day's name.
+    sa.Column("reason_detail", sa.String(400), nullable=True),
     sa.Column("revision", sa.Integer, nullable=True),
     sa.Column("host", sa.String(255), nullable=True),
     sa.Column("claimed_at", UtcDateTime, nullable=True),

@@ -11,11 +11,14 @@ from __future__ import annotations
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
+from functools import lru_cache
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from looms_runtime.db import Database
+from triggers.clock import from_ms
 from triggers.errors import StoreError
 from triggers.model import FireRecord, Outcome, Trigger
 from triggers.store import _codec
@@ -29,6 +32,7 @@ from triggers.store.schema import fires, heartbeats, meta, triggers
 APPLIED_DIGEST = "applied_declarations_digest"
 """The `meta` key of the digest of the declarations file last applied."""
 _IN_CHUNK = 500  # ids per IN list: well under SQLite's bound on variables
+_UNION_PARTS = 100  # parts of a UNION ALL: well under SQLite's bound of 500
 
 
 class SqlTriggerReads:
@@ -126,6 +130,54 @@ class SqlTriggerReads:
             rows = conn.execute(statement).mappings().all()
         return [_codec.fire_from_row(row) for row in rows]
 
+    def recent_records(
+        self, trigger_ids: Sequence[str], *, limit: int
+    ) -> dict[str, list[FireRecord]]:
+        found: dict[str, list[tuple[datetime, int, FireRecord]]] = {}
+        for row in self._recent(trigger_ids, limit, whole=True):
+            record = _codec.fire_from_row(row)
+            found.setdefault(record.trigger_id, []).append(
+                (record.occurrence_at, row["id"], record)
+            )
+        return {
+            trigger_id: [record for *_, record in sorted(rows, key=_newest_key, reverse=True)]
+            for trigger_id, rows in found.items()
+        }
+
+    def recent_outcomes(
+        self, trigger_ids: Sequence[str], *, limit: int
+    ) -> dict[str, list[tuple[datetime, Outcome]]]:
+        found: dict[str, list[tuple[int, int, str]]] = {}
+        for row in self._recent(trigger_ids, limit, whole=False):
+            found.setdefault(row["trigger_id"], []).append(
+                (row["occurrence_at"], row["id"], row["outcome"])
+            )
+        return {
+            trigger_id: [(from_ms(at), _OUTCOMES[outcome]) for at, _, outcome in sorted(rows)[::-1]]
+            for trigger_id, rows in found.items()
+        }
+
+    def _recent(self, trigger_ids: Sequence[str], limit: int, *, whole: bool) -> list[Any]:
+        rows: list[Any] = []
+        with self._read() as conn:
+            for part in chunks(sorted(set(trigger_ids)), _UNION_PARTS):
+                statement: sa.Executable
+                if conn.dialect.name == "postgresql":  # planned once, not once a part
+                    statement = _lateral(whole=whole)
+                    values: dict[str, Any] = {"ids": list(part), "n": limit}
+                else:
+                    statement = _recent(len(part), limit, whole=whole)
+                    values = {f"t{n}": trigger_id for n, trigger_id in enumerate(part)}
+                rows += conn.execute(statement, values).mappings().all()
+        return rows
+
+    def triggers_with(self, outcome: Outcome) -> set[str]:
+        # Not DISTINCT in SQL: SQLite then walks the whole (trigger_id, ...) index for
+        # its order (half a second at a million rows) instead of the outcome's range.
+        statement = sa.select(fires.c.trigger_id).where(fires.c.outcome == outcome.value)
+        with self._read() as conn:
+            return set(conn.execute(statement).scalars())
+
     def last_records(self) -> dict[str, FireRecord]:
         # By occurrence, not by insertion: a backfill inserts rows for old occurrences.
         ranked = sa.select(
@@ -186,6 +238,55 @@ class SqlTriggerReads:
     def _read(self) -> Iterator[Connection]:
         with translated(), self._db.read() as conn:
             yield conn
+
+
+_OUTCOMES = {outcome.value: outcome for outcome in Outcome}
+_BARE = [fires.c.id, fires.c.trigger_id, fires.c.outcome]
+_RAW_OCCURRENCE = sa.type_coerce(fires.c.occurrence_at, sa.BigInteger).label("occurrence_at")
+"""The occurrence as stored (epoch milliseconds): a thousand rows decoded at once."""
+
+
+@lru_cache(maxsize=2)
+def _lateral(*, whole: bool) -> sa.TextClause | sa.TextualSelect:
+    """`_recent` on PostgreSQL: one plan for every trigger of the page (the columns named:
+    a table a migration grew holds them in another order than `fires` lists them)."""
+    names = [c.name for c in fires.c] if whole else ["id", "trigger_id", "outcome", "occurrence_at"]
+    text = sa.text(
+        f"SELECT {', '.join(f'f.{name}' for name in names)} "  # noqa: S608 (the table's columns)
+        "FROM unnest(CAST(:ids AS varchar[])) AS wanted(trigger_id) "
+        "CROSS JOIN LATERAL (SELECT * FROM fires WHERE fires.trigger_id = wanted.trigger_id "
+        "ORDER BY fires.occurrence_at DESC, fires.id DESC LIMIT :n) AS f"
+    )
+    if whole:
+        return text.columns(*fires.c)
+    return text.columns(
+        fires.c.id, fires.c.trigger_id, fires.c.outcome, sa.column("occurrence_at", sa.BigInteger)
+    )
+
+
+@lru_cache(maxsize=32)
+def _recent(parts: int, limit: int, *, whole: bool) -> sa.CompoundSelect[Any] | sa.Select[Any]:
+    """Each of `parts` triggers' (`t0`, `t1`, ...) newest `limit` rows (whole, or their
+    id, trigger, outcome and raw occurrence): a part of a UNION ALL each, off the
+    (trigger_id, occurrence_at) index (a window over all their rows would read a busy
+    trigger's whole ledger). Built once per shape: building it costs more than running
+    it."""
+    columns = [fires] if whole else [*_BARE, _RAW_OCCURRENCE]
+    newest = [
+        sa.select(
+            sa.select(*columns)
+            .where(fires.c.trigger_id == sa.bindparam(f"t{n}"))
+            .order_by(fires.c.occurrence_at.desc(), fires.c.id.desc())
+            .limit(limit)
+            .subquery()
+        )
+        for n in range(parts)
+    ]
+    return newest[0] if parts == 1 else sa.union_all(*newest)
+
+
+def _newest_key(found: tuple[datetime, int, FireRecord]) -> tuple[datetime, int]:
+    return found[0], found[1]
 
 
 __all__ = ["APPLIED_DIGEST", "SqlTriggerReads"]

@@ -27,7 +27,9 @@ lines; given `branches` (per run id, its steps as `runs show` lists them), a run
 steps as thin bars under its bar, so a graph flow's branches show side by side.
 Daemon downtime is hatched across every lane; the time after now is lighter.
 `render_svg`, `render_png` and `render_text` return the picture;
-`render_file` writes it. matplotlib is imported only when a picture is drawn.
+`render_file` writes it. matplotlib is imported only when a picture is drawn, and is
+an optional dependency (`pip install 'triggers[pictures]'`; `pictures_available`);
+`render_web_svg` draws the same lanes as plain SVG markup without it (a web page's).
 """
 
 from __future__ import annotations
@@ -37,8 +39,9 @@ from pathlib import Path
 from triggers.errors import OutputFileError
 from triggers.timeline._input import Branch, Downtime, DstChange, Timeline
 from triggers.timeline._lanes import Lane, lanes
-from triggers.timeline._plot import render_png, render_svg
+from triggers.timeline._plot import pictures_available, render_png, render_svg
 from triggers.timeline._text import render_text
+from triggers.timeline._web import render_web_svg
 from triggers.timeline._zones import dst_changes
 
 __all__ = [
@@ -52,10 +55,12 @@ __all__ = [
     "dst_changes",
     "lanes",
     "picture_kind",
+    "pictures_available",
     "render_file",
     "render_png",
     "render_svg",
     "render_text",
+    "render_web_svg",
 ]
 
 PICTURE_SUFFIXES = (".svg", ".png")
@@ -83,8 +88,10 @@ def check_destination(path: Path) -> str:
 
     Raises:
         OutputFileError: an unknown extension, or no such directory.
+        ConfigError: matplotlib, which draws pictures, is not installed.
     """
     kind = picture_kind(path)
+    pictures_available(raise_missing=True)
     if not path.parent.is_dir():
         raise OutputFileError(
             f"cannot write {str(path)!r}: no directory {str(path.parent)!r}", path=str(path)

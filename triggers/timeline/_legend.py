@@ -3,12 +3,19 @@ small shapes (handles) that stand for each. matplotlib is imported when one is m
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from triggers.timeline._lanes import RUN_OUTCOMES
 
 if TYPE_CHECKING:
+    from typing import TypeAlias
+
     from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    Handle: TypeAlias = Patch | Line2D | tuple[Patch, Patch]
+    """What stands for one entry: a shape, or a shade with its hatch over it."""
 
 _ORDER = (
     *(f"runs-{outcome}" for outcome in RUN_OUTCOMES),
@@ -29,9 +36,9 @@ class Legend:
     """The entries of what a picture has drawn so far (the first of each key is kept)."""
 
     def __init__(self) -> None:
-        self.entries: dict[str, tuple[Any, str]] = {}
+        self.entries: dict[str, tuple[Handle, str]] = {}
 
-    def add(self, key: str, handle: Any, label: str) -> None:
+    def add(self, key: str, handle: Handle, label: str) -> None:
         self.entries.setdefault(key, (handle, label))
 
     def draw(self, figure: Figure) -> None:
@@ -58,14 +65,14 @@ def _rank(key: str) -> tuple[int, str]:
     return len(_ORDER), key
 
 
-def patch(colour: str) -> Any:
+def patch(colour: str) -> Patch:
     """A filled square (a run bar, the shade after now)."""
     from matplotlib.patches import Patch  # noqa: PLC0415
 
     return Patch(facecolor=colour, linewidth=0)
 
 
-def hatched(face: str, hatch: str, pattern: str, *, edge: str | None = None) -> Any:
+def hatched(face: str, hatch: str, pattern: str, *, edge: str | None = None) -> Handle:
     """A shade with its hatch drawn over it (a range, downtime), as the picture draws them."""
     from matplotlib.patches import Patch  # noqa: PLC0415
 
@@ -75,7 +82,7 @@ def hatched(face: str, hatch: str, pattern: str, *, edge: str | None = None) -> 
     return (shade, Patch(facecolor="none", edgecolor=hatch, hatch=pattern, linewidth=0))
 
 
-def line(colour: str, *, marker: str | None = None, dashed: bool = False) -> Any:
+def line(colour: str, *, marker: str | None = None, dashed: bool = False) -> Line2D:
     """A marker alone (manual fire, upcoming, a single skip), or a line (now, DST)."""
     from matplotlib.lines import Line2D  # noqa: PLC0415
 
@@ -84,7 +91,7 @@ def line(colour: str, *, marker: str | None = None, dashed: bool = False) -> Any
     return Line2D([], [], color=colour, linestyle=(0, (3, 2)) if dashed else "-")
 
 
-def ring(colour: str) -> Any:
+def ring(colour: str) -> Line2D:
     """A hollow circle (a pending occurrence)."""
     from matplotlib.lines import Line2D  # noqa: PLC0415
 

@@ -31,12 +31,14 @@ its outcome and its times (`linked_runs`).
 from __future__ import annotations
 
 import functools
+import importlib.util
 import io
 from collections import defaultdict
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from triggers.errors import ConfigError
 from triggers.timeline._input import Timeline, window_words, zone_words
 from triggers.timeline._lanes import RUN_OUTCOMES, Lane, clipped_downtime, lanes
 from triggers.timeline._legend import Legend, hatched, line, patch, ring
@@ -91,7 +93,27 @@ def render_png(timeline: Timeline, *, dpi: int = 144) -> bytes:
     return _render(timeline, "png", dpi=dpi)
 
 
+MISSING = (
+    "drawing a picture needs matplotlib, an optional dependency: "
+    "pip install 'triggers[pictures]' (or pip install matplotlib)"
+)
+"""What a picture asked for without matplotlib says (the CLI's error, the dashboard's note)."""
+
+
+def pictures_available(*, raise_missing: bool = False) -> bool:
+    """Whether matplotlib can be imported, found without importing it.
+
+    Raises:
+        ConfigError: it cannot, and `raise_missing` (exit 78, `MISSING`).
+    """
+    found = importlib.util.find_spec("matplotlib") is not None
+    if not found and raise_missing:
+        raise ConfigError(MISSING)
+    return found
+
+
 def _render(timeline: Timeline, kind: str, *, dpi: int = 100) -> bytes:
+    pictures_available(raise_missing=True)
     import matplotlib  # noqa: PLC0415 (a fifth of a second: only when a picture is drawn)
 
     found = lanes(timeline)

@@ -46,6 +46,7 @@ HATCHES = {
     "buffer_full": "++",
     "max_runs": "--",
     "blocked": "oo",
+    "calendar": "||",
 }
 """By reason, on the shade of a skipped or missed range: the reason without a label."""
 

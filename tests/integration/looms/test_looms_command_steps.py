@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from looms_runtime import Event, Runtime, StartRequest
+from looms_runtime import Event, LoomsError, Runtime, StartRequest
 from tests.factories import MakeRuntime
 
 
@@ -92,6 +92,54 @@ def test_the_run_env_overrides_the_step_env_and_the_prefix_is_configurable(
 
     assert runtime.wait_settled(run_id, 20).status == "completed"
     assert outcome(runtime, run_id, "show")["output"]["stdout"] == "run show\n"
+
+
+def test_the_step_environment_replaces_this_processs_for_steps_and_supervisor(
+    make_runtime: MakeRuntime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOST_SECRET", "never-seen")
+    base = {"PATH": "/usr/bin:/bin", "GIVEN": "g"}
+    runtime = make_runtime(step_environment=base, attempts_dir=tmp_path / "attempts")
+    runtime.start()
+    script = (
+        "import json, os; parent = open(f'/proc/{os.getppid()}/environ', 'rb').read(); "
+        "print(json.dumps({'env': dict(os.environ), 'parent': parent.decode()}))"
+    )
+    step = command("show", [sys.executable, "-c", script], env={"STEP_VAR": "s"})
+    run_id = run_steps(runtime, step)
+
+    assert runtime.wait_settled(run_id, 20).status == "completed"
+    seen = json.loads(outcome(runtime, run_id, "show")["output"]["stdout"])
+    assert set(seen["env"]) - {"LC_CTYPE"} == {
+        "PATH", "GIVEN", "STEP_VAR", "LOOMS_RUN_ID", "LOOMS_STEP_ID", "LOOMS_ATTEMPT",
+        "LOOMS_INPUT",
+    }  # fmt: skip
+    assert "HOST_SECRET" not in seen["parent"], "the supervisor has the step environment too"
+    assert "GIVEN=g" in seen["parent"]
+
+
+def test_a_secret_that_cannot_be_read_fails_the_attempt_before_it_starts(
+    make_runtime: MakeRuntime, tmp_path: Path
+) -> None:
+    runtime = make_runtime()
+    runtime.start()
+    missing = tmp_path / "absent"
+    step = command("use", ["true"], secrets={"PGPASSWORD": {"file": str(missing)}})
+    run_id = run_steps(runtime, step)
+
+    assert runtime.wait_settled(run_id, 20).status == "failed"
+    error = outcome(runtime, run_id, "use")["error"]
+    assert error == f"cannot read the secret PGPASSWORD ({missing}): No such file or directory"
+
+
+def test_a_malformed_secret_is_refused_when_the_flow_is_registered(
+    make_runtime: MakeRuntime,
+) -> None:
+    runtime = make_runtime()
+    step = command("use", ["true"], secrets={"A": {"file": "a", "credential": "b"}})
+    with pytest.raises(LoomsError) as caught:
+        runtime.register_flow("flow", {"kind": "steps", "steps": [step]})
+    assert "steps[0].secrets: must map names to" in str(caught.value.details)
 
 
 def test_non_zero_exit_fails_the_run_with_the_exit_code(make_runtime: MakeRuntime) -> None:

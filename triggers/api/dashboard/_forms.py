@@ -278,7 +278,7 @@ async def resume(request: Request, trigger_id: str) -> Response:
 async def cancel(request: Request, run_id: str) -> Response:
     def act(ctx: ApiServices, who: Viewer, fields: dict[str, str]) -> None:
         actions.cancel(
-            ctx.runtime,
+            ctx.runs,
             ctx.audit,
             run_id,
             reason=_note(fields),
@@ -305,7 +305,7 @@ async def retry(request: Request, run_id: str) -> Response:
         if not effect_id:
             raise InputError("say which step to retry (effect_id)")
         actions.retry(
-            ctx.runtime,
+            ctx.runs,
             ctx.audit,
             run_id,
             effect_id,
@@ -334,7 +334,7 @@ async def signal(request: Request, run_id: str) -> Response:
         if not name:
             raise InputError("say which signal to send (name)")
         actions.signal(
-            ctx.runtime,
+            ctx.runs,
             ctx.audit,
             run_id,
             name,

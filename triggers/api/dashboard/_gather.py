@@ -8,11 +8,13 @@ with the few additions a page needs (a page of the list, the sparkline's outcome
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from triggers import services
 from triggers.api._context import ApiServices
 from triggers.arguments import audit_query, history_query
+from triggers.clock import iso
 from triggers.documents import (
     describe_json,
     entry_json,
@@ -23,9 +25,8 @@ from triggers.documents import (
     trigger_json,
 )
 from triggers.inspection import describe_trigger, status_report
-from triggers.model import Trigger
+from triggers.model import Outcome, Trigger
 from triggers.step_output import attempt_outputs
-from triggers.store.protocol import HistoryQuery
 
 PAGE = 50
 """Triggers on a page of the list."""
@@ -47,6 +48,11 @@ class ListFilter:
     after: str | None = None
     """The page after this id (None: the first page)."""
 
+    @property
+    def plain(self) -> bool:
+        """No search and every state: nearly every trigger read is shown."""
+        return not self.search and self.state == "all"
+
     def wants(self, trigger: Trigger) -> bool:
         words = self.search.casefold()
         if words and words not in trigger.id.casefold():
@@ -62,38 +68,56 @@ class ListFilter:
 
 
 def trigger_list(ctx: ApiServices, chosen: ListFilter) -> dict[str, Any]:
-    """A page of triggers (by id), each as `list --json` shows it, with its sparkline."""
+    """A page of triggers (by id), each as `list --json` shows it, with its sparkline.
+
+    Reads no more than the page needs: the triggers after the cursor a page's worth at
+    a time (more only while a filter leaves too few), and their recent ledger rows in
+    one query per batch (`recent_records`); nothing counts or reads every trigger."""
     now = ctx.clock.now()
     active: dict[str, str] = {}
     for run in ctx.store.active_runs():
         active.setdefault(run.trigger_id, run.run_id)
     rows: list[dict[str, Any]] = []
     cursor, more = chosen.after, True
+    size = PAGE + 1 if chosen.plain else _SCAN  # one more: is there a next page?
+    failed = ctx.store.triggers_with(Outcome.FAILED) if chosen.state == "failing" else None
     while more and len(rows) < PAGE:
-        batch = [
-            row
-            for row in ctx.store.list_triggers(after_id=cursor, limit=_SCAN)
-            if isinstance(row, Trigger)
-        ]
-        more = len(batch) == _SCAN
+        if failed is None:
+            listed = ctx.store.list_triggers(after_id=cursor, limit=size)
+        else:  # only triggers that ever failed: the ledger's outcome index names them
+            chunk = sorted(t for t in failed if cursor is None or t > cursor)[:size]
+            listed = ctx.store.list_triggers(ids=chunk) if chunk else []
+        batch = [row for row in listed if isinstance(row, Trigger)]
+        more = len(listed) == size
+        wanted = [trigger for trigger in batch if chosen.wants(trigger)]
+        if failed is not None:  # whose newest row failed
+            newest = ctx.store.recent_records([t.id for t in wanted], limit=1)
+            wanted = [t for t in wanted if newest.get(t.id, [None])[0] is not None]
+            wanted = [t for t in wanted if newest[t.id][0].outcome is Outcome.FAILED]
+        shown = [trigger.id for trigger in wanted[: PAGE - len(rows)]]
+        last = ctx.store.recent_records(shown, limit=1)
+        bars = ctx.store.recent_outcomes(shown, limit=SPARK)
         for trigger in batch:
             cursor = trigger.id
-            if not chosen.wants(trigger):
-                continue
-            recent = ctx.store.history(HistoryQuery(trigger_id=trigger.id, limit=SPARK))
-            if chosen.state == "failing" and not (recent and recent[0].outcome == "failed"):
+            if trigger.id not in shown:
                 continue
             view = services.trigger_view(
                 trigger,
                 now=now,
-                last=recent[0] if recent else None,
+                last=last[trigger.id][0] if trigger.id in last else None,
                 active_run_id=active.get(trigger.id),
             )
-            rows.append(trigger_json(view) | {"sparkline": [fire_json(r) for r in recent[::-1]]})
+            rows.append(trigger_json(view) | {"sparkline": spark_json(bars.get(trigger.id, []))})
             if len(rows) == PAGE:
                 more = more or trigger is not batch[-1]
                 break
     return {"triggers": rows, "next_after": cursor if more and rows else None}
+
+
+def spark_json(recent: list[tuple[datetime, Outcome]]) -> list[dict[str, Any]]:
+    """A sparkline's bars, oldest first: each row's outcome and occurrence (as
+    `history --json` prints them)."""
+    return [{"outcome": outcome.value, "occurrence": iso(at)} for at, outcome in recent[::-1]]
 
 
 def trigger_page(
@@ -125,8 +149,8 @@ def trigger_page(
 def run_page(ctx: ApiServices, run_id: str) -> dict[str, Any]:
     """`runs show --json` of one run, with every attempt's output (`runs logs`), its
     newest events (`runs events`), the signal it waits for and, parked, its decisions."""
-    info = ctx.runtime.inspect_run(run_id)
-    events = ctx.runtime.get_events(run_id)
+    info = ctx.runs.inspect_run(run_id)
+    events = ctx.runs.get_events(run_id)
     document = run_json(info, events)
     document["attempts"] = [attempt.to_json() for attempt in attempt_outputs(events)]
     document["events"] = plain(list(events[-EVENTS_SHOWN:]))
@@ -189,6 +213,6 @@ def status_page(ctx: ApiServices) -> dict[str, Any]:
         ctx.store,
         now=ctx.clock.now(),
         poll_interval=ctx.poll_interval,
-        parked_runs=ctx.runtime.list_runs(status="parked", limit=1000),
+        parked_runs=ctx.runs.list_runs(status="parked", limit=1000),
     )
     return status_json(report) | {"version": __version__, "database": ctx.database}

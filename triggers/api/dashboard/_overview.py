@@ -30,7 +30,7 @@ SHOWN = 20
 def overview(ctx: ApiServices) -> dict[str, Any]:
     """The overview's document."""
     now = ctx.clock.now()
-    parked = ctx.runtime.list_runs(status="parked", limit=SHOWN)
+    parked = ctx.runs.list_runs(status="parked", limit=SHOWN)
     return {
         "daemons": daemons(ctx),
         "parked": [parked_json(ctx, run) for run in parked],
@@ -60,7 +60,7 @@ DECISIONS = {
 
 def parked_json(ctx: ApiServices, run: Any) -> dict[str, Any]:
     """A run waiting for an operator, with the step to decide on."""
-    info = ctx.runtime.inspect_run(run.run_id)
+    info = ctx.runs.inspect_run(run.run_id)
     stuck = [e for e in info.effects if e.status in ("ambiguous", "timed_out", "failed")]
     return {
         "run_id": run.run_id,

@@ -1,14 +1,14 @@
-"""A trigger's timeline, drawn by `triggers.timeline` as `triggers timeline` draws it,
-each run's bar linked to the run's page with a tooltip.
+"""A trigger's timeline, from the report `triggers timeline` draws (its lanes, as
+`triggers.timeline` sorts them), written as SVG markup directly (`render_web_svg`, no
+matplotlib), each run's bar linked to the run's page with a tooltip.
 
-Drawing takes matplotlib tens of milliseconds, so a picture is kept for the minute it
-was drawn in, as long as the trigger's ledger has not changed (its newest row, its
-revision): a page refreshed every few seconds draws it once a minute at most.
+A picture is kept for the minute it was drawn in, as long as the trigger's ledger has
+not changed (its newest row, its revision): a page refreshed every few seconds reads
+the trigger's ledger for it once a minute at most.
 """
 
 from __future__ import annotations
 
-import re
 import threading
 from collections import OrderedDict
 from dataclasses import replace
@@ -17,6 +17,7 @@ from datetime import timedelta
 from triggers.api._context import ApiServices
 from triggers.inspection import timeline_report
 from triggers.store.protocol import HistoryQuery
+from triggers.timeline import render_web_svg
 
 SPANS = {
     "6h": timedelta(hours=6),
@@ -30,7 +31,6 @@ ROWS = 2000
 _KEPT = 64
 _lock = threading.Lock()
 _pictures: OrderedDict[tuple[object, ...], str] = OrderedDict()
-_PROLOGUE = re.compile(r"^.*?(?=<svg)", re.DOTALL)
 
 
 def timeline_svg(ctx: ApiServices, trigger_id: str, span: str) -> str:
@@ -52,8 +52,6 @@ def timeline_svg(ctx: ApiServices, trigger_id: str, span: str) -> str:
         if kept is not None:
             _pictures.move_to_end(key)
             return kept
-    from triggers.timeline import render_svg  # noqa: PLC0415 (matplotlib: only when drawn)
-
     report = timeline_report(
         ctx.store,
         trigger_ids=[trigger_id],
@@ -64,7 +62,7 @@ def timeline_svg(ctx: ApiServices, trigger_id: str, span: str) -> str:
         limit=ROWS,
     )
     picture = replace(report.timeline, run_links="/runs/{run_id}", title=trigger_id)
-    svg = _PROLOGUE.sub("", render_svg(picture).decode(), count=1)
+    svg = render_web_svg(picture)
     with _lock:
         _pictures[key] = svg
         while len(_pictures) > _KEPT:

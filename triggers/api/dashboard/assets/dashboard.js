@@ -46,19 +46,37 @@
     return active && active.closest("form") && active.matches("input, textarea, select");
   }
 
+  let shown = null;  // the ETag of the page last drawn: the daemon answers 304 to it
+
+  function tick() {
+    for (const node of document.querySelectorAll("time[datetime][data-relative]")) {
+      const at = new Date(node.getAttribute("datetime"));
+      if (!isNaN(at)) node.textContent = relative(at - Date.now());
+    }
+  }
+
   async function refresh() {
     if (document.hidden || busy()) return;
     let response;
+    const headers = { "X-Dashboard-Refresh": "1" };
+    if (shown) headers["If-None-Match"] = shown;
     try {
       response = await fetch(location.href, {
-        credentials: "same-origin", headers: { "X-Dashboard-Refresh": "1" }, redirect: "follow",
+        credentials: "same-origin", headers: headers, redirect: "follow", cache: "no-store",
       });
     } catch (error) {
       return;  // the daemon restarting: the next round tries again
     }
+    const live = document.getElementById("live");
+    if (response.status === 304) {  // nothing changed: only the relative times move on
+      tick();
+      if (live) live.textContent = "live: refreshed " + shape.format(new Date());
+      return;
+    }
     if (!response.ok || new URL(response.url).pathname !== location.pathname) {
       return;  // signed out, or the page is gone: a reload says why
     }
+    shown = response.headers.get("ETag");
     const fresh = new DOMParser().parseFromString(await response.text(), "text/html");
     for (const part of fresh.querySelectorAll("[data-live][id]")) {
       const here = document.getElementById(part.id);
@@ -67,7 +85,6 @@
         localise(here);
       }
     }
-    const live = document.getElementById("live");
     if (live) live.textContent = "live: refreshed " + shape.format(new Date());
   }
 

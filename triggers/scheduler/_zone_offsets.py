@@ -157,7 +157,7 @@ class Transition:
         return self.after > self.before
 
 
-class ZoneTimeline:
+class ZoneOffsets:
     """Offsets and transitions of one zone, with the wall-time rule for fixed times."""
 
     def __init__(self, zone: ZoneInfo) -> None:
