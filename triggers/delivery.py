@@ -15,7 +15,7 @@ import smtplib
 import ssl
 import subprocess
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from email.message import EmailMessage
@@ -69,14 +69,17 @@ def deliver(
     payload: Mapping[str, Any],
     *,
     smtp: SmtpServer,
+    http: httpx.Client | None = None,
 ) -> Answer:
-    """Send one alert to one channel (`AlertChannel.to_json()`) and return its answer."""
+    """Send one alert to one channel (`AlertChannel.to_json()`) and return its answer.
+
+    `http` keeps webhook connections open between alerts (the sender's own client)."""
     config = destination["config"]
     timeout = float(config.get("timeout_s") or DEFAULT_TIMEOUT.total_seconds())
     try:
         match destination["kind"]:
             case "webhook":
-                return _webhook(config, payload, timeout)
+                return _webhook(config, payload, timeout, http)
             case "command":
                 return _command(config, payload, timeout)
             case "email":
@@ -86,12 +89,18 @@ def deliver(
     return Answer(delivered=False, detail=f"unknown channel kind {destination['kind']!r}")
 
 
-def _webhook(config: Mapping[str, Any], payload: Mapping[str, Any], timeout: float) -> Answer:
+def _webhook(
+    config: Mapping[str, Any],
+    payload: Mapping[str, Any],
+    timeout: float,
+    http: httpx.Client | None,
+) -> Answer:
     headers = {"Idempotency-Key": str(payload["id"]), "User-Agent": "triggers-alerts"}
     if config.get("headers_file"):
         headers.update(_headers(Path(config["headers_file"])))
     try:
-        response = httpx.post(config["url"], json=payload, headers=headers, timeout=timeout)
+        post = http.post if http is not None else httpx.post
+        response = post(config["url"], json=payload, headers=headers, timeout=timeout)
     except httpx.TimeoutException:
         return Answer(delivered=False, detail=f"no answer within {timeout:g}s")
     except httpx.HTTPError as exc:
@@ -194,6 +203,19 @@ def _mail_id(alert_id: str) -> str:
     return "".join(c if c.isalnum() or c in ".-" else "-" for c in alert_id)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Attempt:
+    """One delivery attempt's answer, as the outbox records it."""
+
+    record: AlertRecord
+    at: datetime
+    delivered: bool
+    error: str | None = None
+    response: str | None = None
+    retry_at: datetime | None = None
+    """None for a failed attempt: failed for good."""
+
+
 class AlertOutbox(Protocol):
     """What the sender needs of the store (`SqlAlertOutbox`)."""
 
@@ -212,6 +234,8 @@ class AlertOutbox(Protocol):
         response: str | None = ...,
         retry_at: datetime | None = ...,
     ) -> bool: ...
+
+    def record_all(self, attempts: Sequence[Attempt], *, owner: str) -> int: ...
 
     def check_deadlines(self, *, now: datetime) -> int: ...
 
@@ -256,6 +280,7 @@ class AlertSender:
         self._metrics = metrics
         self._wake = threading.Event()
         self._deadlines_at: datetime | None = None
+        self._http = httpx.Client()
 
     def wake(self) -> None:
         """Look at the outbox now rather than at the next interval."""
@@ -273,7 +298,8 @@ class AlertSender:
                 continue
             self._wake.clear()
             if self._clock.wait(self._options.interval.total_seconds(), stop):
-                return
+                break
+        self._http.close()
 
     def deliver_due(self, stop: threading.Event) -> bool:
         """Deliver the alerts due now; True when a full batch was taken (look again)."""
@@ -283,40 +309,36 @@ class AlertSender:
             self._outbox.check_deadlines(now=now)
         taken = self._outbox.claim(owner=self._owner, now=now, lease=self._options.lease)
         failed_channels: set[str] = set()
+        attempts: list[Attempt] = []
         for record in taken:
             if stop.is_set():
                 break
             if record.channel in failed_channels:
                 continue  # its predecessor is retried first: the channel keeps its order
-            if not self._deliver(record):
+            attempt = self._deliver(record)
+            attempts.append(attempt)
+            if not attempt.delivered:
                 failed_channels.add(record.channel)
+        # One transaction for the round's answers: a crash before it re-sends them under
+        # the same ids, which receivers drop.
+        if attempts:
+            self._outbox.record_all(attempts, owner=self._owner)
         return len(taken) >= 100  # noqa: PLR2004 - the claim's default limit
 
-    def _deliver(self, record: AlertRecord) -> bool:
-        answer = deliver(record.destination, record.payload, smtp=self._smtp)
+    def _deliver(self, record: AlertRecord) -> Attempt:
+        answer = deliver(record.destination, record.payload, smtp=self._smtp, http=self._http)
         now = self._clock.now()
         attempt = record.attempts + 1
         bound = {"alert_id": record.alert_id, "channel": record.channel, "attempt": attempt}
         if answer.delivered:
-            self._outbox.record(
-                record, owner=self._owner, now=now, delivered=True, response=answer.detail
-            )
             log.info("alert_delivered", trigger_id=record.trigger_id, **bound)
             if self._metrics is not None:
                 self._metrics.alert_delivered(channel=record.channel, event=record.event)
-            return True
+            return Attempt(record=record, at=now, delivered=True, response=answer.detail)
         retry_at = None
         if answer.retryable and attempt < self._options.attempts:
             backoff = min(self._options.backoff * 2 ** (attempt - 1), self._options.max_backoff)
             retry_at = now + backoff
-        self._outbox.record(
-            record,
-            owner=self._owner,
-            now=now,
-            delivered=False,
-            error=answer.detail,
-            retry_at=retry_at,
-        )
         if retry_at is None:
             log.error("alert_failed", trigger_id=record.trigger_id, error=answer.detail, **bound)
             if self._metrics is not None:
@@ -329,7 +351,9 @@ class AlertSender:
                 retry_at=retry_at.isoformat(),
                 **bound,
             )
-        return False
+        return Attempt(
+            record=record, at=now, delivered=False, error=answer.detail, retry_at=retry_at
+        )
 
 
 class HeartbeatPinger:

@@ -6,9 +6,10 @@ change that raises them (`_alerts.py`); this class only delivers and reads them.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
+from typing import Protocol
 
 from sqlalchemy.engine import Connection
 
@@ -16,6 +17,23 @@ from looms_runtime.db import Database
 from triggers.alert_rules import AlertRecord
 from triggers.store import _alerts
 from triggers.store._driver_errors import translated
+
+
+class AttemptLike(Protocol):
+    """A delivery attempt (`triggers.delivery.Attempt`)."""
+
+    @property
+    def record(self) -> AlertRecord: ...
+    @property
+    def at(self) -> datetime: ...
+    @property
+    def delivered(self) -> bool: ...
+    @property
+    def error(self) -> str | None: ...
+    @property
+    def response(self) -> str | None: ...
+    @property
+    def retry_at(self) -> datetime | None: ...
 
 
 class SqlAlertOutbox:
@@ -60,6 +78,23 @@ class SqlAlertOutbox:
                 error=error,
                 response=response,
                 retry_at=retry_at,
+            )
+
+    def record_all(self, attempts: Sequence[AttemptLike], *, owner: str) -> int:
+        """Record a round's attempts in one transaction; how many were still leased."""
+        with self._write() as conn:
+            return sum(
+                _alerts.record_alert(
+                    conn,
+                    record_id=attempt.record.id,
+                    owner=owner,
+                    now=attempt.at,
+                    delivered=attempt.delivered,
+                    error=attempt.error,
+                    response=attempt.response,
+                    retry_at=attempt.retry_at,
+                )
+                for attempt in attempts
             )
 
     def check_deadlines(self, *, now: datetime) -> int:
