@@ -478,6 +478,7 @@ class Daemon:
             soonest=scheduler.soonest,
             poll_interval=self._settings.poll_interval,
             database=self._settings.redacted_database_url(),
+            alerts=SqlAlertOutbox(backend.db).list,
         )
 
     def _serve_metrics(self) -> None:
