@@ -20,3 +20,8 @@ def mark(_input: object, context: StepContext) -> None:
 
 def noop(_input: object) -> None:
     """Nothing: what a step costs the runtime, whatever it does."""
+
+
+def fail(_input: object) -> None:
+    """Fail at once: what a failing job costs, for the alert benchmark."""
+    raise RuntimeError("disk full")

@@ -20,6 +20,7 @@ from triggers.declarations import Declarations, parse_declarations
 from triggers.runner.runs import RunControls
 from triggers.settings import Settings
 from triggers.store.audit_log import Actor
+from triggers.store.sql_alerts import SqlAlertOutbox
 from triggers.store.sql_audit import SqlAuditLog
 
 READ_TOKEN = "read-" + "r" * 27
@@ -109,6 +110,7 @@ def served_api(
             clock=clock,
             host="test-host",
             owner="api:test",
+            alerts=SqlAlertOutbox(backend.db).list,
         )
     )
     clients = [

@@ -31,6 +31,7 @@ from triggers import __version__, actions
 from triggers.actions import local_actor
 from triggers.clock import Clock, SystemClock
 from triggers.declarations import parse_declarations, read_declarations_text, text_digest
+from triggers.delivery import AlertSender, HeartbeatPinger, SenderOptions, SmtpServer
 from triggers.errors import ConfigError, DeclarationError, StoreError, TriggersError
 from triggers.file_modes import private_directory, private_sqlite_files
 from triggers.inspection import process_gone
@@ -45,6 +46,7 @@ from triggers.settings import Settings, step_environment
 from triggers.store import database as store_database
 from triggers.store.protocol import Heartbeat
 from triggers.store.sql import SqlTriggerStore
+from triggers.store.sql_alerts import SqlAlertOutbox
 from triggers.store.sql_audit import SqlAuditLog
 
 if TYPE_CHECKING:
@@ -210,6 +212,20 @@ class Daemon:
                 self._api = api
             worker = threading.Thread(target=scheduler.run, name="scheduler")
             worker.start()
+            sender = threading.Thread(
+                target=self._sender(backend).run, args=(self._stop,), name="alerts", daemon=True
+            )
+            sender.start()
+            if settings.heartbeat_url:
+                pinger = HeartbeatPinger(
+                    settings.heartbeat_url,
+                    interval=settings.heartbeat_url_interval,
+                    clock=self._clock,
+                    healthy=lambda: scheduler.progress.stalled_for() < _STALL_LIMIT_S,
+                )
+                threading.Thread(
+                    target=pinger.run, args=(self._stop,), name="heartbeat-url", daemon=True
+                ).start()
             log.info(
                 "daemon_started",
                 owner=self._owner,
@@ -248,6 +264,34 @@ class Daemon:
             options=options,
             metrics=self.metrics,
             host=LocalHost(),
+        )
+
+    def _sender(self, backend: Backend) -> AlertSender:
+        settings = self._settings
+        password = settings.smtp_password.get_secret_value() if settings.smtp_password else None
+        smtp = SmtpServer(
+            host=settings.smtp_host,
+            port=settings.smtp_port,
+            user=settings.smtp_user,
+            password=password,
+            password_file=settings.smtp_password_file,
+            sender=settings.smtp_from,
+            tls=settings.smtp_tls,
+        )
+        options = SenderOptions(
+            attempts=settings.alert_attempts,
+            backoff=settings.alert_backoff,
+            max_backoff=settings.alert_max_backoff,
+        )
+        outbox = SqlAlertOutbox(backend.db)
+        self.metrics.watch_alerts(outbox.counts)
+        return AlertSender(
+            outbox,
+            clock=self._clock,
+            owner=self._owner,
+            smtp=smtp,
+            options=options,
+            metrics=self.metrics,
         )
 
     def _watch(self, backend: Backend, scheduler: Scheduler) -> None:
@@ -439,6 +483,7 @@ class Daemon:
             soonest=scheduler.soonest,
             poll_interval=self._settings.poll_interval,
             database=self._settings.redacted_database_url(),
+            alerts=SqlAlertOutbox(backend.db).list,
         )
 
     def _serve_metrics(self) -> None:

@@ -119,6 +119,18 @@ class Metrics:
             "When the declarations file was last applied or refused (Unix time)",
             registry=registry,
         )
+        self.alerts_sent = Counter(
+            "triggers_alerts_delivered",
+            "Alerts delivered, by channel and event",
+            ["channel", "event"],
+            registry=registry,
+        )
+        self.alerts_failed = Counter(
+            "triggers_alerts_failed",
+            "Alerts that could not be delivered after their attempts, by channel and event",
+            ["channel", "event"],
+            registry=registry,
+        )
         Info("triggers_build", "Version of the running daemon", registry=registry).info(
             {"version": version, "python": platform.python_version()}
         )
@@ -164,6 +176,16 @@ class Metrics:
         self._settled.seed_with(last_settled)
         self._triggers.source = source
 
+    def alert_delivered(self, *, channel: str, event: str) -> None:
+        self.alerts_sent.labels(channel=channel, event=event).inc()
+
+    def alert_failed(self, *, channel: str, event: str) -> None:
+        self.alerts_failed.labels(channel=channel, event=event).inc()
+
+    def watch_alerts(self, counts: Callable[[], dict[str, int]]) -> None:
+        """Report the outbox's alerts by status (`counts()`) at each scrape."""
+        self.registry.register(_AlertCollector(counts))
+
     def watch_parked(self, count: Callable[[], float]) -> None:
         """Report `count()` (runs waiting for an operator; NaN: unknown) at each scrape."""
         gauge = Gauge(
@@ -172,6 +194,25 @@ class Metrics:
             registry=self.registry,
         )
         gauge.set_function(count)
+
+
+class _AlertCollector(Collector):
+    """`triggers_alerts{status}`: the outbox's alerts, read at each scrape."""
+
+    def __init__(self, counts: Callable[[], dict[str, int]]) -> None:
+        self._counts = counts
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily(
+            "triggers_alerts", "Alerts in the outbox, by status", labels=["status"]
+        )
+        try:
+            counts = self._counts()
+        except StoreError:
+            counts = {}
+        for status, count in sorted(counts.items()):
+            family.add_metric([status], count)
+        yield family
 
 
 class _Unrecorded:

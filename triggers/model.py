@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from typing import Any, Literal, TypeAlias
 
+from triggers.alert_rules import AlertRule
 from triggers.clock import from_ms, iso, iso_key, to_ms
 from triggers.durations import format_duration
 
@@ -247,6 +248,7 @@ class TriggerSpec:
     end_at: datetime | None = None
     max_runs: int | None = None
     pause_on_failure: bool = False
+    alert: AlertRule | None = None
     exclude: tuple[CalendarSpec, ...] = ()
     """Calendars whose days (or times) the trigger does not fire on."""
     only: tuple[CalendarSpec, ...] = ()
@@ -256,7 +258,7 @@ class TriggerSpec:
 
     def to_json(self) -> dict[str, JsonValue]:
         """The canonical stored form (the digest of which decides a revision bump)."""
-        return {
+        stored = {
             "id": self.id,
             "flow": self.flow,
             "flow_version": self.flow_version,
@@ -283,6 +285,10 @@ class TriggerSpec:
             **({"exclude": [c.to_json() for c in self.exclude]} if self.exclude else {}),
             **({"only": [c.to_json() for c in self.only]} if self.only else {}),
         }
+        # Only when declared, so that the digest (the revision) of other triggers is unchanged.
+        if self.alert is not None:
+            stored["alert"] = self.alert.to_json()
+        return stored
 
     @property
     def calendars(self) -> tuple[CalendarSpec, ...]:
@@ -315,6 +321,7 @@ class TriggerSpec:
             end_at=_opt_dt(data["end_at"]),
             max_runs=data["max_runs"],
             pause_on_failure=bool(data["pause_on_failure"]),
+            alert=AlertRule.from_json(data["alert"]) if data.get("alert") else None,
             exclude=tuple(CalendarSpec.from_json(c) for c in data.get("exclude", ())),
             only=tuple(CalendarSpec.from_json(c) for c in data.get("only", ())),
         )

@@ -122,6 +122,25 @@ class Settings(BaseSettings):
     api_write_token_file: OptionalPath = None
     """Tokens that may also change things; with it, those of `api_token_file` only read."""
     sqlite_synchronous: Literal["FULL", "NORMAL"] = "FULL"
+    smtp_host: str | None = None
+    """The SMTP server email alerts go through; None: email channels fail to deliver."""
+    smtp_port: int = Field(default=587, ge=1, le=65535)
+    smtp_user: str | None = None
+    smtp_password: SecretStr | None = None
+    smtp_password_file: OptionalPath = None
+    """A file holding the SMTP password (better than `TRIGGERS_SMTP_PASSWORD`)."""
+    smtp_from: str = "triggers@localhost"
+    smtp_tls: Literal["starttls", "ssl", "none"] = "starttls"
+    alert_attempts: int = Field(default=20, ge=1, le=1000)
+    """Delivery attempts of one alert before it is recorded `failed`."""
+    alert_backoff: Duration = timedelta(seconds=2)
+    """The wait after a first failed delivery; it doubles up to `alert_max_backoff`."""
+    alert_max_backoff: Duration = timedelta(seconds=60)
+    heartbeat_url: str | None = None
+    """An outside monitor's ping URL (Healthchecks.io, Cronitor): GET while ticks
+    progress, `/fail` appended while they do not; None: no pings."""
+    heartbeat_url_interval: Duration = timedelta(seconds=60)
+    """How often `TRIGGERS_HEARTBEAT_URL` is pinged."""
 
     def scheduler_options(self, *, owner: str, version: str) -> SchedulerOptions:
         """The scheduler's options: every setting that shares a name with one, by name."""

@@ -313,3 +313,22 @@ def test_a_bug_is_a_500_that_tells_nothing_and_a_down_store_a_503(
         "details": {},
     }
     assert down.headers["retry-after"] == "1"
+
+
+def test_alerts_are_listed_as_the_cli_lists_them(api: Api) -> None:
+    from triggers.alert_rules import AlertChannel, AlertEvent, AlertFacts, AlertRule
+    from triggers.store._alerts import raise_alerts
+
+    now = SystemClock().now()
+    rule = AlertRule(to=(AlertChannel(name="ops", kind="webhook", config={"url": "http://x"}),))
+    facts = AlertFacts(event=AlertEvent.FAILED, trigger_id="nightly", occurrence_at=now, at=now)
+    with api.backend.db.write() as conn:
+        raise_alerts(conn, [(facts, rule)], now)
+    listed = api.get("/alerts")
+    assert [(a["id"], a["channel"], a["status"]) for a in listed] == [
+        (facts.alert_id, "ops", "pending")
+    ]
+    assert api.get("/alerts", trigger="gated") == []
+    assert api.get("/alerts", status="delivered") == []
+    refused = api.reader.get("/alerts", params={"status": "lost"})
+    assert refused.status_code == 400, refused.text

@@ -74,6 +74,7 @@ def _served_families() -> set[str]:
         last_settled=lambda: {"completed": {"a": datetime.now(UTC)}, "failed": {}},
     )
     metrics.watch_parked(lambda: 0.0)
+    metrics.watch_alerts(lambda: {"pending": 0, "delivered": 1, "failed": 0})
     metrics.fired("skipped", reason="overlap")
     metrics.store_error("claim")
     metrics.reloaded("applied", at=datetime.now(UTC))

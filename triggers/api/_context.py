@@ -11,6 +11,7 @@ import structlog
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from triggers.alert_rules import AlertRecord
 from triggers.api._access import ApiConfig, Caller
 from triggers.clock import Clock
 from triggers.errors import ForbiddenError, UnauthenticatedError
@@ -51,6 +52,8 @@ class ApiServices:
     """The daemons' poll interval: a daemon silent for three is stale (`status`)."""
     database: str | None = None
     """Where the database is, its password redacted (`status`)."""
+    alerts: Callable[..., list[AlertRecord]] | None = None
+    """The alert outbox's listing (`SqlAlertOutbox.list`); None: no outbox."""
 
 
 def _services(request: Request) -> ApiServices:

@@ -147,6 +147,23 @@ class FireRow(Document):
     )
 
 
+class AlertRow(Document):
+    id: str = Field(description="The alert's stable id (the webhook's `Idempotency-Key`).")
+    channel: str
+    kind: str | None
+    event: str
+    trigger_id: str
+    occurrence: Instant
+    status: str = Field(description="`pending`, `delivered` or `failed`.")
+    attempts: int
+    created_at: Instant
+    next_attempt_at: Instant | None
+    delivered_at: Instant | None
+    last_error: str | None
+    response: str | None
+    text: str | None
+
+
 class NextFire(Document):
     occurrence: Instant
     local: str = Field(description="ISO-8601 with the trigger's offset.")

@@ -8,7 +8,7 @@ Each endpoint is the command of the same name (`list`, `describe`, `next`, `hist
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import Path, Query
 
@@ -16,6 +16,7 @@ from triggers import actions, services
 from triggers.api._context import Reader, Services, Writer
 from triggers.api._routing import WRITE_ERRORS, Json, router
 from triggers.api._schemas import (
+    AlertRow,
     AuditRow,
     FireBody,
     Fired,
@@ -244,3 +245,26 @@ def audit_log(
         now=ctx.clock.now(),
     )
     return Json([entry_json(entry) for entry in ctx.audit.entries(query)])
+
+
+AlertStatus = Annotated[
+    Literal["pending", "delivered", "failed"] | None,
+    Query(description="Only alerts of this status."),
+]
+AlertTrigger = Annotated[
+    str | None, Query(description="Only this trigger's alerts.", pattern="^[^\\x00]*$")
+]
+
+
+@router.get("/alerts", response_model=list[AlertRow], tags=["history"])
+def list_alerts(
+    ctx: Services,
+    _caller: Reader,
+    trigger: AlertTrigger = None,
+    status: AlertStatus = None,
+    limit: Limit = 100,
+) -> Json:
+    """The alerts raised, newest first (`triggers alerts list --json`)."""
+    if ctx.alerts is None:
+        return Json([])
+    return Json([r.to_json() for r in ctx.alerts(trigger_id=trigger, status=status, limit=limit)])

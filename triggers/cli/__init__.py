@@ -9,6 +9,7 @@ docs/cli.md.
 """
 
 from triggers.cli import (  # noqa: F401 (importing registers the commands)
+    _alerts,
     _apply,
     _audit,
     _commands,

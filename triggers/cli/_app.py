@@ -37,7 +37,9 @@ app = typer.Typer(
 )
 db_app = typer.Typer(help="Database schema.", no_args_is_help=True)
 runs_app = typer.Typer(help="The runs of the embedded runtime.", no_args_is_help=True)
+alerts_app = typer.Typer(help="Alerts: what was sent, and testing a channel.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
+app.add_typer(alerts_app, name="alerts")
 app.add_typer(runs_app, name="runs")
 
 

@@ -17,6 +17,7 @@ import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from triggers.alert_rules import AlertChannel
 from triggers.declarations._limits import LIMITS, check_size
 from triggers.declarations._messages import declaration_error, problem
 from triggers.durations import parse_duration
@@ -41,6 +42,8 @@ class Declarations:
     source: str
     digest: str = field(default="", compare=False)
     """A digest of the text the declarations came from (see `text_digest`)."""
+    channels: dict[str, AlertChannel] = field(default_factory=dict)
+    """The alert channels of `alerts.channels`, by name."""
 
 
 def text_digest(text: str) -> str:
@@ -116,9 +119,11 @@ def parse_declarations(text: str, *, source: str) -> Declarations:
     data = read_plain(text)
     if data is not NOT_READ:
         tally = Tally()
-        flows, triggers = build_specs(data, tally)
+        flows, triggers, channels = build_specs(data, tally)
         if not tally.count:
-            return Declarations(flows=flows, triggers=triggers, source=source, digest=digest)
+            return Declarations(
+                flows=flows, triggers=triggers, source=source, digest=digest, channels=channels
+            )
     # Read again, keeping every position, to say where each problem is.
     node, tree = read_yaml(text, source)
     problems = Collector(source, tree)
@@ -130,6 +135,8 @@ def parse_declarations(text: str, *, source: str) -> Declarations:
     except SelfReferenceError:
         problems.add((), "the document contains itself through an alias")
         data = None
-    flows, triggers = build_specs(data, problems)
+    flows, triggers, channels = build_specs(data, problems)
     problems.raise_if_any()
-    return Declarations(flows=flows, triggers=triggers, source=source, digest=digest)
+    return Declarations(
+        flows=flows, triggers=triggers, source=source, digest=digest, channels=channels
+    )

@@ -22,6 +22,7 @@ from pydantic import (
 )
 
 from triggers.declarations._values import (
+    AlertEventName,
     Argv,
     Count,
     DateRange,
@@ -70,6 +71,47 @@ class CatchupModel(_Model):
     grace: Span | None = None
 
 
+class AlertRuleModel(_Model):
+    """`alert:` of a trigger or of `defaults`; unset keys fall back key by key."""
+
+    to: list[Id] | None = None
+    on: list[AlertEventName] | None = None
+    late: Duration | None = None
+    stuck: Duration | None = None
+    repeat: Duration | None = None
+
+
+class WebhookChannelModel(_Model):
+    """`webhook:` of a channel: a JSON POST."""
+
+    url: Url
+    headers_file: NonEmpty | None = None
+
+
+class EmailChannelModel(_Model):
+    """`email:` of a channel; the SMTP server and sender come from the environment."""
+
+    to: Annotated[list[NonEmpty], Field(min_length=1)]
+    subject_prefix: Text | None = None
+
+
+class ChannelModel(_Model):
+    """One value of `alerts.channels`: exactly one of webhook, email, command."""
+
+    webhook: WebhookChannelModel | None = None
+    email: EmailChannelModel | None = None
+    command: Argv | None = None
+    timeout: Duration | None = None
+
+
+class AlertsModel(_Model):
+    """`alerts:` of the document; channels are validated one by one by the caller."""
+
+    nullable = frozenset({"channels"})
+
+    channels: dict[Any, Any] | None = None
+
+
 class TriggerFieldsModel(_Model):
     """The trigger keys `defaults` may set too; `None` means "not given"."""
 
@@ -88,6 +130,7 @@ class TriggerFieldsModel(_Model):
     end: Instant | None = None
     max_runs: Count | None = None
     pause_on_failure: bool | None = None
+    alert: AlertRuleModel | None = None
     exclude: list[Id] | None = None
     only: list[Id] | None = None
 
@@ -239,9 +282,10 @@ class FlowModel(_Model):
 class DocumentModel(_Model):
     """The top level; sections are validated item by item by the caller."""
 
-    nullable = frozenset({"version", "defaults", "flows", "triggers", "calendars"})
+    nullable = frozenset({"version", "defaults", "flows", "triggers", "alerts", "calendars"})
 
     version: Any = None
+    alerts: AlertsModel | None = None
     defaults: Any = None
     calendars: dict[Any, Any] | None = None
     flows: dict[Any, Any] | None = None

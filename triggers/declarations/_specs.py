@@ -13,10 +13,13 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from triggers.alert_rules import CHANNEL_KINDS, DEFAULT_EVENTS, AlertChannel, AlertEvent, AlertRule
 from triggers.clock import iso
 from triggers.declarations._messages import describe, suggestion
 from triggers.declarations._models import (
+    AlertRuleModel,
     CatchupModel,
+    ChannelModel,
     DefaultsModel,
     DocumentModel,
     FlowModel,
@@ -67,7 +70,8 @@ _SAFE_METHODS = frozenset({"GET", "HEAD"})
 _DEFAULT_ZONE = "UTC"
 # Keys that TriggerSpec holds under the same name and meaning, copied after merging.
 _COPIED_KEYS = sorted(
-    TriggerFieldsModel.model_fields.keys() - {"input", "catchup", "start", "end", "exclude", "only"}
+    TriggerFieldsModel.model_fields.keys()
+    - {"input", "catchup", "start", "end", "exclude", "only", "alert"}
 )
 _CALENDAR_RULES = ("holidays", "dates", "yearly", "weekdays", "cron")
 # A problem in any of these makes compiling the schedule pointless or misleading.
@@ -81,12 +85,16 @@ class _Context:
     bad_defaults: frozenset[str]
     flows: dict[str, FlowSpec]
     flow_names: list[str] | None  # None: `flows` itself is invalid, references go unchecked
+    channels: dict[str, AlertChannel] | None  # None: `alerts.channels` is invalid
     calendars: dict[str, CalendarSpec]
     calendar_names: list[str] | None  # None: `calendars` itself is invalid
 
 
-def build_specs(data: object, problems: Problems) -> tuple[dict[str, FlowSpec], list[TriggerSpec]]:
-    """The valid flows by name and the valid triggers in file order; problems go to `problems`.
+def build_specs(
+    data: object, problems: Problems
+) -> tuple[dict[str, FlowSpec], list[TriggerSpec], dict[str, AlertChannel]]:
+    """The valid flows by name, the valid triggers in file order and the valid alert
+    channels by name; problems go to `problems`.
 
     Returns what is valid even when something is not: callers raise first when any
     problem was reported.
@@ -94,10 +102,10 @@ def build_specs(data: object, problems: Problems) -> tuple[dict[str, FlowSpec], 
     if data is None:
         if not problems.count:
             problems.add((), "the file is empty; it starts with 'version: 1'")
-        return {}, []
+        return {}, [], {}
     document, bad = validate_partial(DocumentModel, data, (), problems)
     if document is None or not isinstance(data, dict):
-        return {}, []
+        return {}, [], {}
     if "version" not in data:
         problems.add(("version",), "missing required key 'version' (this format is 'version: 1')")
     elif isinstance(data["version"], bool) or data["version"] != SUPPORTED_VERSION:
@@ -109,6 +117,13 @@ def build_specs(data: object, problems: Problems) -> tuple[dict[str, FlowSpec], 
             DefaultsModel, document.defaults, ("defaults",), problems
         )
     raw_flows = document.flows or {}
+    channels: dict[str, AlertChannel] | None = _channels(
+        document.alerts.channels if document.alerts else None, problems
+    )
+    if "alerts" in bad:
+        channels = None
+    if defaults is not None and defaults.alert is not None and channels is not None:
+        _check_channels(defaults.alert, ("defaults", "alert"), channels, problems)
     raw_calendars = document.calendars or {}
     context = _Context(
         problems=problems,
@@ -116,6 +131,7 @@ def build_specs(data: object, problems: Problems) -> tuple[dict[str, FlowSpec], 
         bad_defaults=bad_defaults,
         flows=_flows(raw_flows, problems),
         flow_names=None if "flows" in bad else [str(name) for name in raw_flows],
+        channels=channels,
         calendars=_calendars(raw_calendars, problems),
         calendar_names=None if "calendars" in bad else [str(name) for name in raw_calendars],
     )
@@ -124,7 +140,8 @@ def build_specs(data: object, problems: Problems) -> tuple[dict[str, FlowSpec], 
         _trigger(raw, ("triggers", index), context) for index, raw in enumerate(raw_triggers)
     ]
     report_duplicate_ids(raw_triggers, ("triggers",), problems, what="trigger id")
-    return context.flows, [trigger for trigger in triggers if trigger is not None]
+    valid = [trigger for trigger in triggers if trigger is not None]
+    return context.flows, valid, channels or {}
 
 
 def _flows(raw_flows: dict[Any, Any], problems: Problems) -> dict[str, FlowSpec]:
@@ -292,10 +309,16 @@ def _trigger(raw: object, loc: Loc, context: _Context) -> TriggerSpec | None:
         else:
             _check_one_shot(schedule, fields, loc, problems)
     flow = context.flows.get(trigger.flow or "")
+    alert = _alert_rule(trigger, loc, context)
     if problems.count > before or trigger.id is None or flow is None or schedule is None:
         return None
     return TriggerSpec(
-        id=trigger.id, flow=flow.name, flow_version=flow.version, schedule=schedule, **fields
+        id=trigger.id,
+        flow=flow.name,
+        flow_version=flow.version,
+        schedule=schedule,
+        alert=alert,
+        **fields,
     )
 
 
@@ -359,6 +382,96 @@ def _schedule(
     if trigger.at is not None:
         return AtSchedule(at=_utc(trigger.at, zone))
     return None  # the schedule's value was invalid and is reported already
+
+
+# ---- alerts -------------------------------------------------------------------------
+
+
+def _channels(raw: dict[Any, Any] | None, problems: Problems) -> dict[str, AlertChannel]:
+    """The valid channels of `alerts.channels` by name; problems go to `problems`."""
+    found: dict[str, AlertChannel] = {}
+    for name, value in (raw or {}).items():
+        loc: Loc = ("alerts", "channels", name)
+        if not isinstance(name, str):
+            problems.add(loc, f"a channel name must be a string, got {describe(name)}", at="key")
+            continue
+        try:
+            check_id(name, what="channel name")
+        except ValueError as exc:
+            problems.add(loc, str(exc), at="key")
+            continue
+        channel, _ = validate_partial(ChannelModel, value, loc, problems)
+        if channel is None or not isinstance(value, dict):
+            continue
+        kinds = [kind for kind in CHANNEL_KINDS if kind in value]
+        if len(kinds) != 1:
+            message = (
+                f"a channel needs one of: {', '.join(CHANNEL_KINDS)}"
+                if not kinds
+                else f"a channel sends one way; this one has {' and '.join(kinds)}"
+            )
+            problems.add((*loc, kinds[1]) if kinds else loc, message, at="key")
+            continue
+        config: dict[str, JsonValue] = {}
+        if channel.webhook is not None:
+            config = {"url": channel.webhook.url, "headers_file": channel.webhook.headers_file}
+        elif channel.email is not None:
+            config = {"to": channel.email.to, "subject_prefix": channel.email.subject_prefix}
+        elif channel.command is not None:
+            config = {"argv": channel.command}
+        else:
+            continue  # the kind's value was invalid and is reported already
+        config["timeout_s"] = _seconds(channel.timeout)
+        found[name] = AlertChannel(name=name, kind=kinds[0], config=config)
+    return found
+
+
+def _check_channels(
+    rule: AlertRuleModel, loc: Loc, channels: dict[str, AlertChannel], problems: Problems
+) -> bool:
+    """Report each name of `rule.to` that is not a declared channel; True when all are."""
+    ok = True
+    for index, name in enumerate(rule.to or []):
+        if name in channels:
+            continue
+        ok = False
+        if not channels:
+            message = f"unknown channel '{name}': this file declares no alerts.channels"
+        else:
+            hint = suggestion(name, channels) or f" (declared: {', '.join(channels)})"
+            message = f"unknown channel '{name}'{hint}"
+        problems.add((*loc, "to", index), message)
+    return ok
+
+
+def _alert_rule(trigger: TriggerModel, loc: Loc, context: _Context) -> AlertRule | None:
+    """The trigger's `alert`, merged key by key over `defaults.alert`; None: no alerts."""
+    layers = [context.defaults.alert if context.defaults else None, trigger.alert]
+    if all(layer is None for layer in layers) or context.channels is None:
+        return None
+    if trigger.alert is not None and not _check_channels(
+        trigger.alert, (*loc, "alert"), context.channels, context.problems
+    ):
+        return None
+    values: dict[str, Any] = {}
+    for layer in layers:
+        if layer is not None:
+            values.update({name: getattr(layer, name) for name in layer.model_fields_set})
+    if "to" not in values:
+        where = (*loc, "alert") if trigger.alert is not None else ("defaults", "alert")
+        context.problems.add(where, "an alert needs 'to': the channels it is sent to", at="key")
+        return None
+    names = list(dict.fromkeys(values["to"]))
+    if not names or any(name not in context.channels for name in names):
+        return None  # `to: []` switches alerts off; unknown names are reported already
+    on = values.get("on")
+    return AlertRule(
+        to=tuple(context.channels[name] for name in names),
+        on=DEFAULT_EVENTS if on is None else frozenset(AlertEvent(name) for name in on),
+        late=values.get("late"),
+        stuck=values.get("stuck"),
+        repeat=values.get("repeat"),
+    )
 
 
 def _catchup(*layers: CatchupModel | None) -> Catchup:

@@ -153,6 +153,16 @@ def _non_empty(value: str) -> str:
     return value
 
 
+_ALERT_EVENTS = ("failed", "missed", "skipped", "blocked", "late", "stuck", "recovered")
+
+
+def _check_alert_event(name: str) -> str:
+    if name not in _ALERT_EVENTS:
+        hint = suggestion(name, _ALERT_EVENTS) or f" (one of: {', '.join(_ALERT_EVENTS)})"
+        raise ValueError(f"unknown alert event {name!r}{hint}")
+    return name
+
+
 def _day(value: object) -> date:
     if isinstance(value, datetime):
         raise ValueError(  # noqa: TRY004 - pydantic reports ValueError, not TypeError
@@ -231,6 +241,7 @@ InheritedName = Annotated[str, AfterValidator(_check_env_name), AfterValidator(_
 Url = Annotated[str, AfterValidator(_check_url)]
 HttpMethod = Annotated[str, AfterValidator(_check_method)]
 Status = Annotated[int, Field(ge=100, le=599)]
+AlertEventName = Annotated[str, AfterValidator(_check_alert_event)]
 DateRange = Annotated[tuple[date, date], PlainValidator(_dates)]
 YearlyRange = Annotated[tuple[int, int, int, int], PlainValidator(_yearly)]
 Weekday = Annotated[int, PlainValidator(_weekday)]

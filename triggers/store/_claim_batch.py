@@ -20,6 +20,7 @@ from triggers.errors import (
     StoreError,
 )
 from triggers.model import Action, Outcome, Overlap, Reason, Trigger, idempotency_key
+from triggers.store._alert_events import skip_alerts
 from triggers.store._claim_seam import ClaimRows, TriggerUpdate
 from triggers.store._claim_starts import record_start
 from triggers.store._decide import (
@@ -283,6 +284,9 @@ class ClaimBatch:
 
     def _write(self, items: list[_Item], stored: Mapping[str, StoredTrigger | StoreError]) -> None:
         self._rows.insert([item.row for item in items if item.row is not None])
+        raised = skip_alerts([item.row for item in items], stored, self._now)
+        if raised:
+            self._rows.raise_alerts(raised, self._now)
         counters_of, watermarks = self._counters, self._watermarks
         updates = []
         for trigger_id in sorted(counters_of.keys() | watermarks.keys()):

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
+from triggers.alert_rules import AlertFacts, AlertRule
 from triggers.errors import StoreError
 from triggers.store._decide import StoredTrigger
 from triggers.store._fire_row import FireRow
@@ -74,6 +75,10 @@ class ClaimRows(Protocol):
 
         Raises:
             DuplicateOccurrenceError: the ledger holds one's occurrence or key already."""
+        ...
+
+    def raise_alerts(self, raised: Sequence[tuple[AlertFacts, AlertRule]], now: datetime) -> None:
+        """Add alerts to the outbox, once per alert id and channel."""
         ...
 
     def update_triggers(self, updates: Sequence[TriggerUpdate], now: datetime) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from datetime import datetime
 
+from triggers.alert_rules import AlertFacts, AlertRule
 from triggers.model import Outcome, idempotency_key
 from triggers.store import _memory_ledger as ledger
 from triggers.store._claim_seam import Identity, TriggerUpdate
@@ -37,6 +38,10 @@ class MemoryClaimRows:
     @property
     def transaction(self) -> MemoryTransaction:
         return _TRANSACTION
+
+    def raise_alerts(self, raised: Sequence[tuple[AlertFacts, AlertRule]], now: datetime) -> None:
+        # The memory store keeps no outbox: nothing is sent from a simulation.
+        return
 
     def lock_triggers(self, ids: Sequence[str]) -> dict[str, TriggerRow]:
         rows = self._tables.triggers

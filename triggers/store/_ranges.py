@@ -16,6 +16,7 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from triggers.alert_rules import AlertEvent, AlertFacts
 from triggers.errors import (
     LedgerChangedError,
     RevisionMismatchError,
@@ -24,6 +25,8 @@ from triggers.errors import (
     UnknownTriggerError,
     WatermarkMovedError,
 )
+from triggers.model import Outcome, Trigger
+from triggers.store._alerts import raise_alerts
 from triggers.store._sql_common import chunks, lock_triggers
 from triggers.store.protocol import ClaimRequest, RangeRecord, RangeSplit
 from triggers.store.schema import fires, triggers
@@ -178,6 +181,7 @@ def record_range(conn: Connection, item: RangeRecord, now: datetime) -> Triggers
             )
             .returning(fires.c.id)
         ).scalar_one()
+        _alert_range(conn, stored, item, now)
     conn.execute(
         triggers.update()
         .where(triggers.c.id == item.trigger_id)
@@ -188,3 +192,25 @@ def record_range(conn: Connection, item: RangeRecord, now: datetime) -> Triggers
         )
     )
     return None
+
+
+def _alert_range(conn: Connection, stored: Trigger, item: RangeRecord, now: datetime) -> None:
+    """A new range row is a new state (an outage, a pause): `missed` or `skipped`, once;
+    the range extended by later occurrences raises nothing more."""
+    rule = stored.spec.alert
+    if rule is None:
+        return
+    event = AlertEvent.MISSED if item.outcome is Outcome.MISSED else AlertEvent.SKIPPED
+    if not rule.wants(event):
+        return
+    facts = AlertFacts(
+        event=event,
+        trigger_id=item.trigger_id,
+        occurrence_at=item.first_at,
+        last_occurrence_at=item.last_at if item.count > 1 else None,
+        count=item.count,
+        at=now,
+        outcome=item.outcome.value,
+        reason=item.reason.value,
+    )
+    raise_alerts(conn, [(facts, rule)], now)

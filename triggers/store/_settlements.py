@@ -17,6 +17,7 @@ from sqlalchemy.engine import Connection
 from triggers.clock import to_ms
 from triggers.model import FireRecord, Outcome, Trigger
 from triggers.store import _codec
+from triggers.store._alerts import alert_settlements
 from triggers.store._sql_common import (
     adjust_active,
     chunks,
@@ -76,6 +77,7 @@ def _settle(
     pauses: dict[str, str] = {}
     updates: list[dict[str, Any]] = []
     results: list[FireRecord | None] = []
+    alerted: list[tuple[Mapping[Any, Any], Settlement]] = []
     settled_at = to_ms(now)
     for settlement in settlements:
         row = by_run.pop(settlement.run_id, None)
@@ -93,6 +95,7 @@ def _settle(
         )
         if was == Outcome.LAUNCHED.value:
             deltas[row["trigger_id"]] = deltas.get(row["trigger_id"], 0) - 1
+            alerted.append((row, settlement))
         trigger = stored.get(row["trigger_id"])
         if (
             settlement.state == "failed"
@@ -112,6 +115,7 @@ def _settle(
             )
     executemany(conn, _SETTLE, updates)
     adjust_active(conn, deltas, now)
+    alert_settlements(conn, alerted, stored, now)
     for trigger_id, note in sorted(pauses.items()):
         conn.execute(
             triggers.update()
@@ -137,7 +141,16 @@ def _live_select(*, whole: bool, lock: bool) -> sa.Select[Any]:
     """The live ledger rows of some runs: whole rows (to make records), or what a write
     needs; locked (in id order) on PostgreSQL."""
     columns = (
-        [fires] if whole else [fires.c.id, fires.c.trigger_id, fires.c.outcome, fires.c.run_id]
+        [fires]
+        if whole
+        else [
+            fires.c.id,
+            fires.c.trigger_id,
+            fires.c.outcome,
+            fires.c.run_id,
+            fires.c.occurrence_at,
+            fires.c.manual_key,
+        ]
     )
     statement = sa.select(*columns).where(
         fires.c.run_id.in_(sa.bindparam("b_runs", expanding=True)), fires.c.outcome.in_(_LIVE)

@@ -16,9 +16,11 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from looms_runtime.db import copy_rows
+from triggers.alert_rules import AlertFacts, AlertRule
 from triggers.clock import to_ms
 from triggers.errors import StoreError
 from triggers.model import Outcome, Trigger, idempotency_key
+from triggers.store._alerts import raise_alerts
 from triggers.store._claim_seam import Identity, TriggerUpdate
 from triggers.store._fire_row import FireRow
 from triggers.store._ranges import apply_splits, covered_by_ranges
@@ -143,6 +145,9 @@ class SqlClaimRows:
             executemany(
                 self._conn, _INSERT_FIRE, [dict(zip(_FIRE_COLUMNS, v, strict=True)) for v in values]
             )
+
+    def raise_alerts(self, raised: Sequence[tuple[AlertFacts, AlertRule]], now: datetime) -> None:
+        raise_alerts(self._conn, raised, now)
 
     def update_triggers(self, updates: Sequence[TriggerUpdate], now: datetime) -> None:
         at = to_ms(now)

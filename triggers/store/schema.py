@@ -178,3 +178,40 @@ operator_actions = sa.Table(
     sa.Index("ix_operator_actions_at", "at"),
     sa.Index("ix_operator_actions_trigger_id_at", "trigger_id", "at"),
 )
+
+# The alert outbox: one row per alert and channel, written in the transaction of the
+# ledger change that raised it; a sender delivers it under a lease (docs/alerts.md).
+alerts = sa.Table(
+    "alerts",
+    metadata,
+    sa.Column("id", BigId, primary_key=True, autoincrement=True),
+    sa.Column("alert_id", sa.String(400), nullable=False),
+    sa.Column("channel", sa.String(128), nullable=False),
+    sa.Column("event", sa.String(16), nullable=False),
+    sa.Column("trigger_id", sa.String(128), nullable=False),
+    sa.Column("occurrence_at", UtcDateTime, nullable=False),
+    sa.Column("payload", JsonType(), nullable=False),
+    sa.Column("destination", JsonType(), nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("attempts", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("created_at", UtcDateTime, nullable=False),
+    sa.Column("next_attempt_at", UtcDateTime, nullable=False),
+    sa.Column("lease_owner", sa.String(255), nullable=True),
+    sa.Column("lease_expires_at", UtcDateTime, nullable=True),
+    sa.Column("delivered_at", UtcDateTime, nullable=True),
+    sa.Column("last_error", sa.Text, nullable=True),
+    sa.Column("response", sa.Text, nullable=True),
+    sa.UniqueConstraint("alert_id", "channel"),
+    sa.Index("ix_alerts_status_id", "status", "id"),
+    sa.Index("ix_alerts_trigger_id_id", "trigger_id", "id"),
+)
+
+# Per trigger, whether a failure has been alerted and not yet recovered, and when the
+# last failure alert (or reminder) was raised: alerts go per state change.
+alert_states = sa.Table(
+    "alert_states",
+    metadata,
+    sa.Column("trigger_id", sa.String(128), primary_key=True),
+    sa.Column("failing_since", UtcDateTime, nullable=False),
+    sa.Column("reminded_at", UtcDateTime, nullable=False),
+)

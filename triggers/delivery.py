@@ -1,0 +1,402 @@
+"""Delivering alerts: the channels (webhook, command, email) and the sender loop.
+
+The sender leases due alerts from the outbox, delivers each to its channel with a
+deadline, and records the answer: delivered, retried with exponential backoff, or
+failed for good after its attempts. It runs on its own thread, so a slow or dead
+receiver never delays a tick. Secrets (a webhook's headers, the SMTP password) are
+read from files or the environment at each send, never from the YAML or the database.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import smtplib
+import ssl
+import subprocess
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from email.message import EmailMessage
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+import httpx
+import structlog
+
+from triggers.alert_rules import AlertRecord
+from triggers.clock import Clock
+from triggers.errors import StoreError
+
+log = structlog.get_logger()
+
+DEFAULT_TIMEOUT = timedelta(seconds=10)
+_ANSWER_LIMIT = 500  # characters of a receiver's answer kept with the alert
+_SERVICE_ENV = ("PATH", "HOME", "LANG", "USER", "LOGNAME", "TZ")
+_RETRYABLE_STATUS = frozenset({408, 425, 429})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SmtpServer:
+    """Where email alerts go out (from `TRIGGERS_SMTP_*`)."""
+
+    host: str | None = None
+    port: int = 587
+    user: str | None = None
+    password: str | None = None
+    password_file: Path | None = None
+    sender: str = "triggers@localhost"
+    tls: Literal["starttls", "ssl", "none"] = "starttls"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Answer:
+    """A channel's answer to one delivery."""
+
+    delivered: bool
+    detail: str
+    """The receiver's answer (status and body, exit status and output) or why it failed."""
+    retryable: bool = True
+
+
+class DeliveryError(Exception):
+    """A delivery failed; the message says why (never a secret)."""
+
+
+def deliver(
+    destination: Mapping[str, Any],
+    payload: Mapping[str, Any],
+    *,
+    smtp: SmtpServer,
+    http: httpx.Client | None = None,
+) -> Answer:
+    """Send one alert to one channel (`AlertChannel.to_json()`) and return its answer.
+
+    `http` keeps webhook connections open between alerts (the sender's own client)."""
+    config = destination["config"]
+    timeout = float(config.get("timeout_s") or DEFAULT_TIMEOUT.total_seconds())
+    try:
+        match destination["kind"]:
+            case "webhook":
+                return _webhook(config, payload, timeout, http)
+            case "command":
+                return _command(config, payload, timeout)
+            case "email":
+                return _email(config, payload, timeout, smtp)
+    except DeliveryError as exc:
+        return Answer(delivered=False, detail=str(exc))
+    return Answer(delivered=False, detail=f"unknown channel kind {destination['kind']!r}")
+
+
+def _webhook(
+    config: Mapping[str, Any],
+    payload: Mapping[str, Any],
+    timeout: float,
+    http: httpx.Client | None,
+) -> Answer:
+    headers = {"Idempotency-Key": str(payload["id"]), "User-Agent": "triggers-alerts"}
+    if config.get("headers_file"):
+        headers.update(_headers(Path(config["headers_file"])))
+    try:
+        post = http.post if http is not None else httpx.post
+        response = post(config["url"], json=payload, headers=headers, timeout=timeout)
+    except httpx.TimeoutException:
+        return Answer(delivered=False, detail=f"no answer within {timeout:g}s")
+    except httpx.HTTPError as exc:
+        return Answer(delivered=False, detail=f"cannot reach the receiver: {type(exc).__name__}")
+    answer = f"HTTP {response.status_code} {response.text[:_ANSWER_LIMIT]}".strip()
+    if response.is_success:
+        return Answer(delivered=True, detail=answer)
+    # A request the receiver refuses (bad token, gone) fails the same way next time.
+    permanent = response.is_client_error and response.status_code not in _RETRYABLE_STATUS
+    return Answer(delivered=False, detail=answer, retryable=not permanent)
+
+
+def _headers(path: Path) -> dict[str, str]:
+    """`Name: value` lines (blank lines and `#` comments ignored)."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise DeliveryError(f"cannot read headers_file {path}: {exc.strerror}") from exc
+    headers = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        name, colon, value = line.partition(":")
+        if not colon or not name.strip():
+            raise DeliveryError(f"{path}:{number}: not a 'Name: value' header line")
+        headers[name.strip()] = value.strip()
+    return headers
+
+
+def _command(config: Mapping[str, Any], payload: Mapping[str, Any], timeout: float) -> Answer:
+    # The service's environment, never the daemon's settings or credentials.
+    env = {name: os.environ[name] for name in _SERVICE_ENV if name in os.environ}
+    env["TRIGGERS_ALERT_ID"] = str(payload["id"])
+    env["TRIGGERS_ALERT_EVENT"] = str(payload["event"])
+    try:
+        done = subprocess.run(  # noqa: S603 - argv from the declarations, no shell
+            list(config["argv"]),
+            input=json.dumps(payload).encode(),
+            capture_output=True,
+            timeout=timeout,
+            env=env,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return Answer(delivered=False, detail=f"the command did not finish within {timeout:g}s")
+    except OSError as exc:
+        return Answer(delivered=False, detail=f"cannot run {config['argv'][0]}: {exc.strerror}")
+    output = (done.stdout + done.stderr).decode(errors="replace")[-_ANSWER_LIMIT:].strip()
+    detail = f"exit {done.returncode}" + (f": {output}" if output else "")
+    return Answer(delivered=done.returncode == 0, detail=detail)
+
+
+def _email(
+    config: Mapping[str, Any], payload: Mapping[str, Any], timeout: float, smtp: SmtpServer
+) -> Answer:
+    if not smtp.host:
+        return Answer(delivered=False, detail="no SMTP server: set TRIGGERS_SMTP_HOST")
+    message = EmailMessage()
+    prefix = config.get("subject_prefix") or ""
+    message["Subject"] = f"{prefix}{payload['text']}"[:250]
+    message["From"] = smtp.sender
+    message["To"] = ", ".join(config["to"])
+    message["Message-ID"] = f"<{_mail_id(str(payload['id']))}@triggers>"
+    body = [str(payload["text"]), ""]
+    if payload.get("error"):
+        body += ["Error:", str(payload["error"]), ""]
+    body += [f"{name}: {value}" for name, value in payload.get("links", {}).items()]
+    body += ["", json.dumps(payload, indent=2)]
+    message.set_content("\n".join(body))
+    password = smtp.password
+    if smtp.password_file is not None:
+        try:
+            password = smtp.password_file.read_text().strip()
+        except OSError as exc:
+            raise DeliveryError(f"cannot read the SMTP password file: {exc.strerror}") from exc
+    context = ssl.create_default_context()
+    try:
+        client: smtplib.SMTP
+        if smtp.tls == "ssl":
+            client = smtplib.SMTP_SSL(smtp.host, smtp.port, timeout=timeout, context=context)
+        else:
+            client = smtplib.SMTP(smtp.host, smtp.port, timeout=timeout)
+        with client:
+            if smtp.tls == "starttls":
+                client.starttls(context=context)
+            if smtp.user:
+                client.login(smtp.user, password or "")
+            refused = client.send_message(message)
+    except smtplib.SMTPResponseException as exc:
+        text = exc.smtp_error.decode(errors="replace") if isinstance(exc.smtp_error, bytes) else ""
+        return Answer(delivered=False, detail=f"SMTP {exc.smtp_code} {text}"[:_ANSWER_LIMIT])
+    except (smtplib.SMTPException, OSError) as exc:
+        return Answer(delivered=False, detail=f"SMTP: {type(exc).__name__}: {exc}"[:_ANSWER_LIMIT])
+    if refused:
+        return Answer(delivered=False, detail=f"refused recipients: {', '.join(sorted(refused))}")
+    return Answer(delivered=True, detail=f"accepted by {smtp.host} for {len(config['to'])}")
+
+
+def _mail_id(alert_id: str) -> str:
+    return "".join(c if c.isalnum() or c in ".-" else "-" for c in alert_id)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Attempt:
+    """One delivery attempt's answer, as the outbox records it."""
+
+    record: AlertRecord
+    at: datetime
+    delivered: bool
+    error: str | None = None
+    response: str | None = None
+    retry_at: datetime | None = None
+    """None for a failed attempt: failed for good."""
+
+
+class AlertOutbox(Protocol):
+    """What the sender needs of the store (`SqlAlertOutbox`)."""
+
+    def claim(
+        self, *, owner: str, now: datetime, lease: timedelta, limit: int = ...
+    ) -> list[AlertRecord]: ...
+
+    def record(
+        self,
+        record: AlertRecord,
+        *,
+        owner: str,
+        now: datetime,
+        delivered: bool,
+        error: str | None = ...,
+        response: str | None = ...,
+        retry_at: datetime | None = ...,
+    ) -> bool: ...
+
+    def record_all(self, attempts: Sequence[Attempt], *, owner: str) -> int: ...
+
+    def check_deadlines(self, *, now: datetime) -> int: ...
+
+
+class AlertMetrics(Protocol):
+    def alert_delivered(self, *, channel: str, event: str) -> None: ...
+
+    def alert_failed(self, *, channel: str, event: str) -> None: ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SenderOptions:
+    """How the sender retries (settings `TRIGGERS_ALERT_*`)."""
+
+    interval: timedelta = timedelta(seconds=1)
+    deadlines_every: timedelta = timedelta(seconds=5)
+    """How often live occurrences are checked against their `late` and `stuck`."""
+    attempts: int = 20
+    backoff: timedelta = timedelta(seconds=2)
+    max_backoff: timedelta = timedelta(seconds=60)
+    lease: timedelta = timedelta(minutes=2)
+
+
+class AlertSender:
+    """Delivers the outbox's alerts on one thread until `stop` is set."""
+
+    def __init__(
+        self,
+        outbox: AlertOutbox,
+        *,
+        clock: Clock,
+        owner: str,
+        smtp: SmtpServer,
+        options: SenderOptions,
+        metrics: AlertMetrics | None = None,
+    ) -> None:
+        self._outbox = outbox
+        self._clock = clock
+        self._owner = owner
+        self._smtp = smtp
+        self._options = options
+        self._metrics = metrics
+        self._wake = threading.Event()
+        self._deadlines_at: datetime | None = None
+        self._http = httpx.Client()
+
+    def wake(self) -> None:
+        """Look at the outbox now rather than at the next interval."""
+        self._wake.set()
+
+    def run(self, stop: threading.Event) -> None:
+        """Deliver until `stop` is set; a store error is logged and retried next round."""
+        while not stop.is_set():
+            try:
+                busy = self.deliver_due(stop)
+            except StoreError as exc:
+                log.warning("alert_delivery_paused", error_code=exc.code, error=exc.message)
+                busy = False
+            if busy:
+                continue
+            self._wake.clear()
+            if self._clock.wait(self._options.interval.total_seconds(), stop):
+                break
+        self._http.close()
+
+    def deliver_due(self, stop: threading.Event) -> bool:
+        """Deliver the alerts due now; True when a full batch was taken (look again)."""
+        now = self._clock.now()
+        if self._deadlines_at is None or now >= self._deadlines_at:
+            self._deadlines_at = now + self._options.deadlines_every
+            self._outbox.check_deadlines(now=now)
+        taken = self._outbox.claim(owner=self._owner, now=now, lease=self._options.lease)
+        failed_channels: set[str] = set()
+        attempts: list[Attempt] = []
+        for record in taken:
+            if stop.is_set():
+                break
+            if record.channel in failed_channels:
+                continue  # its predecessor is retried first: the channel keeps its order
+            attempt = self._deliver(record)
+            attempts.append(attempt)
+            if not attempt.delivered:
+                failed_channels.add(record.channel)
+        # One transaction for the round's answers: a crash before it re-sends them under
+        # the same ids, which receivers drop.
+        if attempts:
+            self._outbox.record_all(attempts, owner=self._owner)
+        return len(taken) >= 100  # noqa: PLR2004 - the claim's default limit
+
+    def _deliver(self, record: AlertRecord) -> Attempt:
+        answer = deliver(record.destination, record.payload, smtp=self._smtp, http=self._http)
+        now = self._clock.now()
+        attempt = record.attempts + 1
+        bound = {"alert_id": record.alert_id, "channel": record.channel, "attempt": attempt}
+        if answer.delivered:
+            log.info("alert_delivered", trigger_id=record.trigger_id, **bound)
+            if self._metrics is not None:
+                self._metrics.alert_delivered(channel=record.channel, event=record.event)
+            return Attempt(record=record, at=now, delivered=True, response=answer.detail)
+        retry_at = None
+        if answer.retryable and attempt < self._options.attempts:
+            backoff = min(self._options.backoff * 2 ** (attempt - 1), self._options.max_backoff)
+            retry_at = now + backoff
+        if retry_at is None:
+            log.error("alert_failed", trigger_id=record.trigger_id, error=answer.detail, **bound)
+            if self._metrics is not None:
+                self._metrics.alert_failed(channel=record.channel, event=record.event)
+        else:
+            log.warning(
+                "alert_retried",
+                trigger_id=record.trigger_id,
+                error=answer.detail,
+                retry_at=retry_at.isoformat(),
+                **bound,
+            )
+        return Attempt(
+            record=record, at=now, delivered=False, error=answer.detail, retry_at=retry_at
+        )
+
+
+class HeartbeatPinger:
+    """Pings an outside monitor (`TRIGGERS_HEARTBEAT_URL`) while the daemon is healthy.
+
+    Healthchecks.io and Cronitor style: a GET of the URL every `interval` while ticks
+    progress, of `URL/fail` while they do not; a dead daemon stops pinging, which is
+    what the monitor notices. Runs on its own thread: a slow monitor delays nothing."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        interval: timedelta,
+        clock: Clock,
+        healthy: Callable[[], bool],
+        timeout: timedelta = DEFAULT_TIMEOUT,
+    ) -> None:
+        self._url = url
+        self._interval = interval
+        self._clock = clock
+        self._healthy = healthy
+        self._timeout = timeout
+
+    def run(self, stop: threading.Event) -> None:
+        """Ping until `stop` is set; a failed ping is logged and the next one tried."""
+        while not stop.is_set():
+            self.ping()
+            if self._clock.wait(self._interval.total_seconds(), stop):
+                return
+
+    def ping(self) -> bool:
+        """One ping (`/fail` when unhealthy); True when the monitor answered 2xx."""
+        healthy = self._healthy()
+        target = self._url if healthy else self._url.rstrip("/") + "/fail"
+        try:
+            response = httpx.get(target, timeout=self._timeout.total_seconds())
+        except httpx.HTTPError as exc:
+            log.warning("heartbeat_ping_failed", healthy=healthy, error=type(exc).__name__)
+            return False
+        if not response.is_success:
+            log.warning(
+                "heartbeat_ping_failed", healthy=healthy, error=f"HTTP {response.status_code}"
+            )
+            return False
+        return True

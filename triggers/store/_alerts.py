@@ -1,0 +1,351 @@
+"""The alert outbox in SQL: raised in the ledger change's transaction, delivered under a lease.
+
+An alert's row is unique per (alert id, channel), and the alert id is derived from the
+event and its occurrence, so a transition recorded twice (a retried commit, two daemons
+on one PostgreSQL) raises one alert. Failures are alerted per state change: a trigger's
+row in `alert_states` says a failure was alerted and not yet followed by a success.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from triggers.alert_rules import AlertEvent, AlertFacts, AlertRecord, AlertRule, alert_payload
+from triggers.clock import from_ms
+from triggers.model import Outcome, Trigger
+from triggers.store._sql_common import chunks, lock_triggers, read_triggers, select_triggers
+from triggers.store.protocol import Settlement
+from triggers.store.schema import alert_states, alerts, fires, triggers
+
+PENDING, DELIVERED, FAILED = "pending", "delivered", "failed"
+
+
+def raise_alerts(
+    conn: Connection, raised: Sequence[tuple[AlertFacts, AlertRule]], now: datetime
+) -> None:
+    """Write each alert once per channel of its rule; an alert already there is left be."""
+    rows = [
+        {
+            "alert_id": facts.alert_id,
+            "channel": channel.name,
+            "event": facts.event.value,
+            "trigger_id": facts.trigger_id,
+            "occurrence_at": facts.occurrence_at,
+            "payload": alert_payload(facts),
+            "destination": channel.to_json(),
+            "status": PENDING,
+            "attempts": 0,
+            "created_at": now,
+            "next_attempt_at": now,
+        }
+        for facts, rule in raised
+        for channel in rule.to
+    ]
+    if not rows:
+        return
+    # Loaded here: a query command on SQLite never loads the PostgreSQL dialect.
+    if conn.dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as pg_insert  # noqa: PLC0415
+
+        statement: Any = pg_insert(alerts)
+    else:
+        from sqlalchemy.dialects.sqlite import insert as sqlite_insert  # noqa: PLC0415
+
+        statement = sqlite_insert(alerts)
+    statement = statement.on_conflict_do_nothing(
+        index_elements=[alerts.c.alert_id, alerts.c.channel]
+    )
+    conn.execute(statement, rows)
+
+
+def alert_settlements(
+    conn: Connection,
+    settled: Sequence[tuple[Mapping[Any, Any], Settlement]],
+    stored: Mapping[str, Trigger | Exception],
+    now: datetime,
+) -> None:
+    """Raise `failed`, its reminders and `recovered` for settled ledger rows, in order.
+
+    `stored` holds the decoded triggers of the failed rows (locked by the caller); the
+    triggers of completed rows are read only when a failure of theirs was alerted.
+    """
+    failing = [(row, s) for row, s in settled if s.state == "failed"]
+    completed = [row["trigger_id"] for row, s in settled if s.state == "completed"]
+    watched = {row["trigger_id"] for row, _ in failing if _rule_of(stored, row, AlertEvent.FAILED)}
+    if not watched and not completed:
+        return
+    states = _states(conn, sorted(watched | set(completed)))
+    stored_states = set(states)
+    recovering = sorted({tid for tid in completed if tid in states} - stored.keys())
+    triggers_by_id: dict[str, Trigger | Exception] = dict(stored)
+    if recovering:
+        triggers_by_id.update(lock_triggers(conn, recovering))
+    raised: list[tuple[AlertFacts, AlertRule]] = []
+    for row, settlement in settled:
+        trigger_id = row["trigger_id"]
+        state = states.get(trigger_id)
+        if state is not None and state.get("gone"):
+            state = None
+        if settlement.state == "failed":
+            rule = _rule_of(triggers_by_id, row, AlertEvent.FAILED)
+            if rule is None:
+                continue
+            if state is None or (
+                rule.repeat is not None and now - state["reminded_at"] >= rule.repeat
+            ):
+                raised.append((_facts(AlertEvent.FAILED, row, settlement, now), rule))
+                states[trigger_id] = {
+                    "failing_since": state["failing_since"] if state else now,
+                    "reminded_at": now,
+                    "new": trigger_id not in stored_states,
+                }
+        elif settlement.state == "completed" and state is not None:
+            rule = _rule_of(triggers_by_id, row, AlertEvent.RECOVERED)
+            if rule is not None:
+                raised.append((_facts(AlertEvent.RECOVERED, row, settlement, now), rule))
+            states[trigger_id] = {**state, "gone": True}
+    _write_states(conn, states)
+    raise_alerts(conn, raised, now)
+
+
+def _rule_of(
+    found: Mapping[str, Trigger | Exception], row: Mapping[Any, Any], event: AlertEvent
+) -> AlertRule | None:
+    trigger = found.get(row["trigger_id"])
+    if not isinstance(trigger, Trigger) or trigger.spec.alert is None:
+        return None
+    return trigger.spec.alert if trigger.spec.alert.wants(event) else None
+
+
+def _facts(
+    event: AlertEvent, row: Mapping[Any, Any], settlement: Settlement, now: datetime
+) -> AlertFacts:
+    return AlertFacts(
+        event=event,
+        trigger_id=row["trigger_id"],
+        occurrence_at=_instant(row["occurrence_at"]),
+        manual_key=row["manual_key"] or "",
+        at=now,
+        outcome=settlement.state,
+        run_id=settlement.run_id,
+        error=settlement.error if event is AlertEvent.FAILED else None,
+    )
+
+
+def _instant(value: datetime | int) -> datetime:
+    return value if isinstance(value, datetime) else from_ms(int(value))
+
+
+_STATES = sa.select(alert_states).where(
+    alert_states.c.trigger_id.in_(sa.bindparam("b_ids", expanding=True))
+)
+
+
+def _states(conn: Connection, trigger_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    found: dict[str, dict[str, Any]] = {}
+    for part in chunks(trigger_ids):
+        for row in conn.execute(_STATES, {"b_ids": list(part)}).mappings():
+            found[row["trigger_id"]] = dict(row)
+    return found
+
+
+def _write_states(conn: Connection, states: Mapping[str, Mapping[str, Any]]) -> None:
+    gone = sorted(tid for tid, state in states.items() if state.get("gone"))
+    new = [
+        {"trigger_id": tid, "failing_since": s["failing_since"], "reminded_at": s["reminded_at"]}
+        for tid, s in sorted(states.items())
+        if s.get("new") and not s.get("gone")
+    ]
+    changed = [
+        {"b_id": tid, "b_since": s["failing_since"], "b_reminded_at": s["reminded_at"]}
+        for tid, s in sorted(states.items())
+        if "new" in s and not s["new"] and not s.get("gone")
+    ]
+    if gone:
+        conn.execute(alert_states.delete().where(alert_states.c.trigger_id.in_(gone)))
+    if new:
+        conn.execute(alert_states.insert(), new)
+    if changed:
+        conn.execute(
+            alert_states.update()
+            .where(alert_states.c.trigger_id == sa.bindparam("b_id"))
+            .values(
+                failing_since=sa.bindparam("b_since", type_=alert_states.c.failing_since.type),
+                reminded_at=sa.bindparam("b_reminded_at", type_=alert_states.c.reminded_at.type),
+            ),
+            changed,
+        )
+
+
+# ---- deadlines ----------------------------------------------------------------------
+
+_LIVE = (Outcome.LAUNCHING.value, Outcome.LAUNCHED.value, Outcome.BUFFERED.value)
+_LIVE_ROWS = sa.select(
+    fires.c.trigger_id,
+    fires.c.occurrence_at,
+    fires.c.manual_key,
+    fires.c.outcome,
+    fires.c.run_id,
+    fires.c.launched_at,
+).where(fires.c.outcome.in_(_LIVE))
+
+
+def raise_deadline_alerts(conn: Connection, now: datetime) -> int:
+    """Raise `late` for live occurrences past their trigger's `late`, and `stuck` for
+    runs running past its `stuck`; how many alerts were raised (before deduplication).
+
+    Reads only the live ledger rows (as many as active and buffered runs); the ids
+    make a deadline found by several daemons one alert."""
+    rows = conn.execute(_LIVE_ROWS).mappings().all()
+    if not rows:
+        return 0
+    ids = sorted({row["trigger_id"] for row in rows})
+    found: dict[str, Trigger | Exception] = {}
+    for part in chunks(ids):
+        found.update(read_triggers(conn, select_triggers().where(triggers.c.id.in_(part))))
+    raised: list[tuple[AlertFacts, AlertRule]] = []
+    for row in rows:
+        trigger = found.get(row["trigger_id"])
+        rule = trigger.spec.alert if isinstance(trigger, Trigger) else None
+        if rule is None:
+            continue
+        common = {
+            "trigger_id": row["trigger_id"],
+            "occurrence_at": row["occurrence_at"],
+            "manual_key": row["manual_key"] or "",
+            "at": now,
+            "outcome": row["outcome"],
+            "run_id": row["run_id"],
+        }
+        late = rule.late
+        if late is not None and rule.wants(AlertEvent.LATE) and row["occurrence_at"] + late <= now:
+            raised.append((AlertFacts(event=AlertEvent.LATE, **common), rule))
+        stuck, started = rule.stuck, row["launched_at"]
+        if (
+            stuck is not None
+            and started is not None
+            and row["outcome"] == Outcome.LAUNCHED.value
+            and rule.wants(AlertEvent.STUCK)
+            and started + stuck <= now
+        ):
+            raised.append((AlertFacts(event=AlertEvent.STUCK, **common), rule))
+    raise_alerts(conn, raised, now)
+    return len(raised)
+
+
+# ---- delivery -----------------------------------------------------------------------
+
+
+def claim_alerts(
+    conn: Connection, *, owner: str, now: datetime, lease: timedelta, limit: int
+) -> list[AlertRecord]:
+    """Lease the alerts due now, oldest first, each channel's in order.
+
+    A channel whose oldest pending alert waits for a retry (or is leased elsewhere)
+    gives none: its alerts arrive in the order they were raised.
+    """
+    statement = (
+        sa.select(alerts).where(alerts.c.status == PENDING).order_by(alerts.c.id).limit(limit * 4)
+    )
+    if conn.dialect.name == "postgresql":
+        statement = statement.with_for_update()
+    blocked: set[str] = set()
+    taken: list[AlertRecord] = []
+    for row in conn.execute(statement).mappings():
+        channel = row["channel"]
+        if channel in blocked:
+            continue
+        leased = row["lease_expires_at"] is not None and row["lease_expires_at"] > now
+        if row["next_attempt_at"] > now or (leased and row["lease_owner"] != owner):
+            blocked.add(channel)
+            continue
+        taken.append(_record(row))
+        if len(taken) >= limit:
+            break
+    if taken:
+        conn.execute(
+            alerts.update()
+            .where(alerts.c.id.in_([record.id for record in taken]))
+            .values(lease_owner=owner, lease_expires_at=now + lease)
+        )
+    return taken
+
+
+def record_alert(
+    conn: Connection,
+    *,
+    record_id: int,
+    owner: str,
+    now: datetime,
+    delivered: bool,
+    error: str | None,
+    response: str | None,
+    retry_at: datetime | None,
+) -> bool:
+    """Record one delivery attempt, fenced on the lease; False: the lease was lost."""
+    if delivered:
+        status, next_at = DELIVERED, now
+    elif retry_at is not None:
+        status, next_at = PENDING, retry_at
+    else:
+        status, next_at = FAILED, now
+    result = conn.execute(
+        alerts.update()
+        .where(alerts.c.id == record_id, alerts.c.lease_owner == owner, alerts.c.status == PENDING)
+        .values(
+            status=status,
+            attempts=alerts.c.attempts + 1,
+            next_attempt_at=next_at,
+            delivered_at=now if delivered else None,
+            last_error=error,
+            response=response,
+            lease_owner=None,
+            lease_expires_at=None,
+        )
+    )
+    return bool(result.rowcount)
+
+
+def list_alerts(
+    conn: Connection, *, trigger_id: str | None, status: str | None, limit: int
+) -> list[AlertRecord]:
+    """The newest alerts first, optionally of one trigger and of one status."""
+    statement = sa.select(alerts).order_by(alerts.c.id.desc()).limit(limit)
+    if trigger_id is not None:
+        statement = statement.where(alerts.c.trigger_id == trigger_id)
+    if status is not None:
+        statement = statement.where(alerts.c.status == status)
+    return [_record(row) for row in conn.execute(statement).mappings()]
+
+
+def count_alerts(conn: Connection) -> dict[str, int]:
+    """How many alerts are pending, delivered and failed."""
+    rows = conn.execute(sa.select(alerts.c.status, sa.func.count()).group_by(alerts.c.status))
+    found = {PENDING: 0, DELIVERED: 0, FAILED: 0}
+    found.update({status: int(count) for status, count in rows})
+    return found
+
+
+def _record(row: Mapping[Any, Any]) -> AlertRecord:
+    return AlertRecord(
+        id=row["id"],
+        alert_id=row["alert_id"],
+        channel=row["channel"],
+        event=row["event"],
+        trigger_id=row["trigger_id"],
+        occurrence_at=row["occurrence_at"],
+        payload=row["payload"],
+        destination=row["destination"],
+        status=row["status"],
+        attempts=row["attempts"],
+        created_at=row["created_at"],
+        next_attempt_at=row["next_attempt_at"],
+        delivered_at=row["delivered_at"],
+        last_error=row["last_error"],
+        response=row["response"],
+    )

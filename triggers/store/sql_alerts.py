@@ -1,0 +1,123 @@
+"""The alert outbox of the SQL store: what the sender leases and records, what operators list.
+
+Alerts are written by the store's own write paths, in the transaction of the ledger
+change that raises them (`_alerts.py`); this class only delivers and reads them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timedelta
+from typing import Protocol
+
+from sqlalchemy.engine import Connection
+
+from looms_runtime.db import Database
+from triggers.alert_rules import AlertRecord
+from triggers.store import _alerts
+from triggers.store._driver_errors import translated
+
+
+class AttemptLike(Protocol):
+    """A delivery attempt (`triggers.delivery.Attempt`)."""
+
+    @property
+    def record(self) -> AlertRecord: ...
+    @property
+    def at(self) -> datetime: ...
+    @property
+    def delivered(self) -> bool: ...
+    @property
+    def error(self) -> str | None: ...
+    @property
+    def response(self) -> str | None: ...
+    @property
+    def retry_at(self) -> datetime | None: ...
+
+
+class SqlAlertOutbox:
+    """The `alerts` table on a `Database`: lease, record and list deliveries."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def claim(
+        self, *, owner: str, now: datetime, lease: timedelta, limit: int = 100
+    ) -> list[AlertRecord]:
+        """Lease up to `limit` alerts due now, each channel's oldest first.
+
+        Raises:
+            StoreUnavailableError: the database cannot be reached.
+        """
+        with self._write() as conn:
+            return _alerts.claim_alerts(conn, owner=owner, now=now, lease=lease, limit=limit)
+
+    def record(
+        self,
+        record: AlertRecord,
+        *,
+        owner: str,
+        now: datetime,
+        delivered: bool,
+        error: str | None = None,
+        response: str | None = None,
+        retry_at: datetime | None = None,
+    ) -> bool:
+        """Record one attempt: delivered, retried at `retry_at`, or failed for good.
+
+        Returns False when the lease was lost (another sender took the alert over).
+        """
+        with self._write() as conn:
+            return _alerts.record_alert(
+                conn,
+                record_id=record.id,
+                owner=owner,
+                now=now,
+                delivered=delivered,
+                error=error,
+                response=response,
+                retry_at=retry_at,
+            )
+
+    def record_all(self, attempts: Sequence[AttemptLike], *, owner: str) -> int:
+        """Record a round's attempts in one transaction; how many were still leased."""
+        with self._write() as conn:
+            return sum(
+                _alerts.record_alert(
+                    conn,
+                    record_id=attempt.record.id,
+                    owner=owner,
+                    now=attempt.at,
+                    delivered=attempt.delivered,
+                    error=attempt.error,
+                    response=attempt.response,
+                    retry_at=attempt.retry_at,
+                )
+                for attempt in attempts
+            )
+
+    def check_deadlines(self, *, now: datetime) -> int:
+        """Raise `late` and `stuck` alerts whose deadline passed (once each, whoever looks)."""
+        with self._write() as conn:
+            return _alerts.raise_deadline_alerts(conn, now)
+
+    def list(
+        self, *, trigger_id: str | None = None, status: str | None = None, limit: int = 100
+    ) -> list[AlertRecord]:
+        """The newest alerts first."""
+        with translated(), self._db.read() as conn:
+            return _alerts.list_alerts(conn, trigger_id=trigger_id, status=status, limit=limit)
+
+    def counts(self) -> dict[str, int]:
+        """Alerts by status: `pending`, `delivered`, `failed`."""
+        with translated(), self._db.read() as conn:
+            return _alerts.count_alerts(conn)
+
+    @contextmanager
+    def _write(self) -> Iterator[Connection]:
+        with translated(), self._db.write() as conn:
+            yield conn
+
+
+__all__ = ["SqlAlertOutbox"]
