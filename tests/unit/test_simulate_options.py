@@ -183,9 +183,9 @@ def test_the_options_make_one_scenario(tmp_path: Path) -> None:
     assert [spec.schedule for spec in edit.specs][1].interval == 2 * HOUR  # type: ignore[union-attr]
 
 
-def test_the_default_duration_is_a_minute(tmp_path: Path) -> None:
+def test_the_default_duration_is_none(tmp_path: Path) -> None:
     scenario = _scenario(tmp_path)
-    assert (scenario.durations, scenario.default_duration) == ({}, timedelta(minutes=1))
+    assert (scenario.durations, scenario.default_duration) == ({}, timedelta(0))
 
 
 @pytest.mark.parametrize(
