@@ -17,6 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import sqlalchemy as sa
+
 TRIGGERS = shutil.which("triggers", path=str(Path(sys.executable).parent)) or "triggers"
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -110,3 +112,26 @@ def summarize(samples: Sequence[Mapping[str, object]]) -> dict[str, object]:
         else:
             summary[key] = samples[0][key]
     return summary
+
+
+def wait_for_launches(url: str, triggers: int, *, deadline: float) -> None:
+    """Until the ledger holds a launched fire of `triggers` triggers (or `deadline` passes)."""
+    engine = sa.create_engine(url)
+    try:
+        while time.monotonic() < deadline:
+            try:
+                with engine.connect() as conn:
+                    found = conn.execute(
+                        sa.text(
+                            "SELECT COUNT(DISTINCT trigger_id) FROM fires "
+                            "WHERE launched_at IS NOT NULL"
+                        )
+                    ).scalar_one()
+            except sa.exc.DBAPIError:
+                found = 0  # no schema yet: the daemon is still migrating
+            if found >= triggers:
+                return
+            time.sleep(0.2)
+        raise SystemExit("no fire of every trigger launched within --ready-timeout")
+    finally:
+        engine.dispose()

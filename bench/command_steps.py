@@ -4,11 +4,11 @@ N every-second triggers whose flow is S command steps `run: ['true']` (`--steps 
 `steps: []`, the fire without a step), on a fresh SQLite file. The daemon is started
 inside a cgroup of its own (cgroup v2 where /sys/fs/cgroup is writable, else the v1
 `cpuacct` hierarchy), so its CPU, its supervisor's and every command's are counted
-together; after a warm-up the cgroup's CPU over `--seconds` is divided by the fires
-of that window (the ledger's completed rows). Without a writable cgroup the script
-makes itself the subreaper of everything the daemon starts and counts its reaped
-children's CPU (`getrusage(RUSAGE_CHILDREN)`) over the daemon's whole life instead;
-the report says which (`accounting`).
+together; once every trigger has launched and a warm-up has passed, the cgroup's CPU
+over `--seconds` is divided by the fires of that window (the ledger's completed
+rows). Without a writable cgroup the script makes itself the subreaper of everything
+the daemon starts and counts its reaped children's CPU (`getrusage(RUSAGE_CHILDREN)`)
+over the daemon's whole life instead; the report says which (`accounting`).
 
 Each variant runs in the same invocation, alternating over `--repeat`: with steps,
 without (the fire's own cost), with as many no-op Python steps (`--python`: what a
@@ -46,7 +46,7 @@ import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _measure import ROOT, environment, load_average
+from _measure import ROOT, environment, load_average, wait_for_launches
 
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -135,15 +135,16 @@ def children_cpu_ns() -> int:
     return round((usage.ru_utime + usage.ru_stime) * 1e9)
 
 
-def reap_all() -> None:
-    """Reap every exited descendant handed to us as their subreaper."""
+def reap_all() -> bool:
+    """Reap every exited descendant handed to us as their subreaper: True once none is
+    left (exited or running)."""
     while True:
         try:
             pid, _ = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
-            return
+            return True
         if pid == 0:
-            return
+            return False
 
 
 def fires_between(url: str, start_ms: int, end_ms: int) -> dict[str, int]:
@@ -189,6 +190,9 @@ def daemon_run(
             cwd=workdir,
         )
     load_before = load_average()
+    # The warm-up starts once every trigger launches, however long a busy machine takes
+    # to start the daemon (migrate, apply, first tick, the supervisor).
+    wait_for_launches(url, args.triggers, deadline=time.monotonic() + args.ready_timeout)
     time.sleep(args.warmup)
     start_ms = (time.time_ns() // 1_000_000 // 1000 + 1) * 1000
     time.sleep(max(0.0, start_ms / 1000 - time.time()))
@@ -204,10 +208,10 @@ def daemon_run(
     outcomes = fires_between(url, start_ms, end_ms)
     total = fires_between(url, 0, 1 << 62)
     if group.path is None:
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:  # the supervisor lingers, then exits
-            reap_all()
-            time.sleep(0.2)
+        deadline = time.monotonic() + 30
+        # The supervisor lingers, then exits: until every descendant is reaped.
+        while not reap_all() and time.monotonic() < deadline:
+            time.sleep(0.1)
         cpu_total = children_cpu_ns() - before_children
         fires, cpu = sum(total.values()), cpu_total
     else:
@@ -251,7 +255,10 @@ def main() -> None:
     parser.add_argument("--triggers", type=int, default=10)
     parser.add_argument("--steps", type=int, default=1, help="command steps per fire")
     parser.add_argument("--seconds", type=float, default=20)
-    parser.add_argument("--warmup", type=float, default=5)
+    parser.add_argument(
+        "--warmup", type=float, default=5, help="seconds once every trigger launches"
+    )
+    parser.add_argument("--ready-timeout", type=float, default=300)
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--checkout", type=Path, help="also run another checkout's code")
     parser.add_argument("--no-baseline", action="store_true", help="skip the steps: [] runs")

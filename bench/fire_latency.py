@@ -37,10 +37,9 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-TRIGGERS = shutil.which("triggers", path=str(Path(sys.executable).parent)) or "triggers"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-
-ROOT = Path(__file__).resolve().parent.parent
+from _measure import ROOT, TRIGGERS, wait_for_launches
 
 
 def declarations(count: int, *, step: str) -> str:
@@ -124,7 +123,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     time.sleep(args.warmup)
     # The window opens once the daemons fire, however long a busy machine takes to
     # start them (migrate, apply, first tick), not after a fixed time.
-    _wait_for_launches(url, args.triggers, deadline=time.monotonic() + args.ready_timeout)
+    wait_for_launches(url, args.triggers, deadline=time.monotonic() + args.ready_timeout)
     load = [round(os.getloadavg()[0], 2)]
     cpu_start = sum(cpu_seconds(d.pid) for d in daemons)
     workers_start = [workers_cpu_seconds(d.pid) for d in daemons]
@@ -206,29 +205,6 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     else:
         result["workdir"] = str(workdir)
     return result
-
-
-def _wait_for_launches(url: str, triggers: int, *, deadline: float) -> None:
-    """Until the ledger holds a launched fire of every trigger (or `deadline` passes)."""
-    engine = sa.create_engine(url)
-    try:
-        while time.monotonic() < deadline:
-            try:
-                with engine.connect() as conn:
-                    found = conn.execute(
-                        sa.text(
-                            "SELECT COUNT(DISTINCT trigger_id) FROM fires "
-                            "WHERE launched_at IS NOT NULL"
-                        )
-                    ).scalar_one()
-            except sa.exc.DBAPIError:
-                found = 0  # no schema yet: the daemon is still migrating
-            if found >= triggers:
-                return
-            time.sleep(0.2)
-        raise SystemExit("no fire of every trigger launched within --ready-timeout")
-    finally:
-        engine.dispose()
 
 
 def _step_starts(path: Path) -> dict[str, float]:

@@ -3,8 +3,9 @@
 Applies N triggers `cron: "H * * * * *"` (each at a second of the minute derived
 from its id, so about N/60 come due each second, all N within each minute) with a
 flow of no steps, starts `--daemons` daemons on one database (PostgreSQL for
-several), lets them run `--minutes` minutes (from the next whole second) after a
-warm-up, and reads the ledger over those minutes: every occurrence expected, each
+several), lets them run `--minutes` minutes (from the next whole second; `--seconds`
+for a shorter window) once every daemon is up and a warm-up has passed, and reads the
+ledger over that window: every occurrence expected (from each id's own second), each
 decided exactly once
 (one ledger row per trigger and occurrence, one run per idempotency key), the share
 launched within 1 s of its occurrence (and within 50 ms), p50/p99/max, the daemons'
@@ -12,7 +13,8 @@ summed CPU and each one's memory.
 
     .venv/bin/python bench/spread.py --triggers 100000 --daemons 3 --minutes 2 \\
         --database-url postgresql+psycopg://postgres@127.0.0.1:5432/bench
-    .venv/bin/python bench/spread.py --triggers 600 --minutes 1        # the short version
+    .venv/bin/python bench/spread.py --triggers 600 --minutes 1
+    .venv/bin/python bench/spread.py --triggers 60 --seconds 10 --warmup 1  # the short version
 
 The PostgreSQL database given is emptied first (`DROP SCHEMA public CASCADE`).
 """
@@ -29,14 +31,37 @@ import time
 from pathlib import Path
 
 import sqlalchemy as sa
-from _measure import TRIGGERS, cpu_ns, environment, load_average, memory_mb, percentile, timed_run
+from _measure import (
+    TRIGGERS,
+    cpu_ns,
+    environment,
+    load_average,
+    memory_mb,
+    percentile,
+    timed_run,
+    wait_for_launches,
+)
 from burst import fresh_database
+from croniter import croniter
 
 
 def declarations(count: int) -> str:
     lines = ["version: 1", "flows:", "  noop:", "    steps: []", "triggers:"]
     lines += [f"  - {{id: s{n:06d}, flow: noop, cron: 'H * * * * *'}}" for n in range(count)]
     return "\n".join(lines) + "\n"
+
+
+def expected(count: int, start_s: int, window_s: int) -> int:
+    """The occurrences due in [start_s, start_s + window_s): each id has its own second."""
+    if window_s >= 60:
+        return count * (window_s // 60) + expected(count, start_s, window_s % 60)
+    seconds = {(start_s + k) % 60 for k in range(window_s)}
+    return sum(
+        1
+        for n in range(count)
+        # croniter's own draw: six fields put the seconds last (index 5), as triggers does
+        if int(croniter("* * * * * H", hash_id=f"s{n:06d}".encode()).expanded[5][0]) in seconds
+    )
 
 
 def ledger(url: str, start_ms: int, end_ms: int) -> dict[str, object]:
@@ -88,7 +113,11 @@ def main() -> None:
     parser.add_argument("--triggers", type=int, default=100_000)
     parser.add_argument("--daemons", type=int, default=1)
     parser.add_argument("--minutes", type=int, default=1, help="minutes measured")
-    parser.add_argument("--warmup", type=float, default=20, help="seconds before them")
+    parser.add_argument("--seconds", type=int, help="seconds measured instead of minutes")
+    parser.add_argument(
+        "--warmup", type=float, default=20, help="seconds once every daemon launches"
+    )
+    parser.add_argument("--ready-timeout", type=float, default=300)
     parser.add_argument("--database-url", help="default: a fresh SQLite file")
     parser.add_argument("--keep", action="store_true")
     args = parser.parse_args()
@@ -111,13 +140,17 @@ def main() -> None:
             )
             for _ in range(args.daemons)
         ]
+    window = args.seconds or 60 * args.minutes
     try:
+        # The warm-up starts once the daemons launch, however long a busy machine takes
+        # to start them; each trigger is due once in any 60 s, so the window starts at
+        # the next second.
+        wait_for_launches(url, 1, deadline=time.monotonic() + args.ready_timeout)
         time.sleep(args.warmup)
-        # Each trigger comes due once in any 60 s, so the window starts at the next second.
         start_s = int(time.time()) + 1
         time.sleep(max(0.0, start_s - time.time()))
         cpu_before = [cpu_ns(d.pid) for d in daemons]
-        time.sleep(60 * args.minutes)
+        time.sleep(window)
         cpu = [(cpu_ns(d.pid) - b) / 1e9 for d, b in zip(daemons, cpu_before, strict=True)]
         memory = [memory_mb(d.pid) for d in daemons]
         time.sleep(5)  # the last second's launches commit
@@ -126,13 +159,12 @@ def main() -> None:
             daemon.send_signal(signal.SIGTERM)
         for daemon in daemons:
             daemon.wait(timeout=120)
-    window = 60 * args.minutes
     result: dict[str, object] = {
         "triggers": args.triggers,
         "daemons": args.daemons,
         "database": "postgresql" if url.startswith("postgresql") else "sqlite",
-        "minutes": args.minutes,
-        "expected": args.triggers * args.minutes,
+        "window_s": window,
+        "expected": expected(args.triggers, start_s, window),
         "apply_s": applied.wall_s,
         **ledger(url, start_s * 1000, (start_s + window) * 1000),
         "cpu_s_per_daemon": [round(c, 2) for c in cpu],
