@@ -268,16 +268,7 @@ class Daemon:
 
     def _sender(self, backend: Backend) -> AlertSender:
         settings = self._settings
-        password = settings.smtp_password.get_secret_value() if settings.smtp_password else None
-        smtp = SmtpServer(
-            host=settings.smtp_host,
-            port=settings.smtp_port,
-            user=settings.smtp_user,
-            password=password,
-            password_file=settings.smtp_password_file,
-            sender=settings.smtp_from,
-            tls=settings.smtp_tls,
-        )
+        smtp = SmtpServer.of(settings)
         options = SenderOptions(
             attempts=settings.alert_attempts,
             backoff=settings.alert_backoff,

@@ -37,6 +37,31 @@ _SERVICE_ENV = ("PATH", "HOME", "LANG", "USER", "LOGNAME", "TZ")
 _RETRYABLE_STATUS = frozenset({408, 425, 429})
 
 
+class _Secret(Protocol):
+    def get_secret_value(self) -> str: ...
+
+
+class SmtpSettings(Protocol):
+    """The `TRIGGERS_SMTP_*` settings (`triggers.settings.Settings` has them)."""
+
+    @property
+    def smtp_host(self) -> str | None: ...
+    @property
+    def smtp_port(self) -> int: ...
+    @property
+    def smtp_user(self) -> str | None: ...
+    @property
+    def smtp_password(self) -> _Secret | None: ...
+    @property
+    def smtp_password_file(self) -> Path | None: ...
+    @property
+    def smtp_from(self) -> str: ...
+    @property
+    def smtp_tls(self) -> Literal["starttls", "ssl", "none"]: ...
+    @property
+    def smtp_ca_file(self) -> Path | None: ...
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SmtpServer:
     """Where email alerts go out (from `TRIGGERS_SMTP_*`)."""
@@ -48,6 +73,22 @@ class SmtpServer:
     password_file: Path | None = None
     sender: str = "triggers@localhost"
     tls: Literal["starttls", "ssl", "none"] = "starttls"
+    ca_file: Path | None = None
+    """The certificates the server's is checked against; None: the system's."""
+
+    @classmethod
+    def of(cls, settings: SmtpSettings) -> SmtpServer:
+        password = settings.smtp_password
+        return cls(
+            host=settings.smtp_host,
+            port=settings.smtp_port,
+            user=settings.smtp_user,
+            password=password.get_secret_value() if password is not None else None,
+            password_file=settings.smtp_password_file,
+            sender=settings.smtp_from,
+            tls=settings.smtp_tls,
+            ca_file=settings.smtp_ca_file,
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -176,7 +217,12 @@ def _email(
             password = smtp.password_file.read_text().strip()
         except OSError as exc:
             raise DeliveryError(f"cannot read the SMTP password file: {exc.strerror}") from exc
-    context = ssl.create_default_context()
+    try:
+        context = ssl.create_default_context(
+            cafile=None if smtp.ca_file is None else str(smtp.ca_file)
+        )
+    except (OSError, ssl.SSLError) as exc:
+        raise DeliveryError(f"cannot read the SMTP CA file {smtp.ca_file}: {exc}") from exc
     try:
         client: smtplib.SMTP
         if smtp.tls == "ssl":

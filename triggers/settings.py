@@ -131,6 +131,8 @@ class Settings(BaseSettings):
     """A file holding the SMTP password (better than `TRIGGERS_SMTP_PASSWORD`)."""
     smtp_from: str = "triggers@localhost"
     smtp_tls: Literal["starttls", "ssl", "none"] = "starttls"
+    smtp_ca_file: OptionalPath = None
+    """The certificates (PEM) the SMTP server's is checked against; None: the system's."""
     alert_attempts: int = Field(default=20, ge=1, le=1000)
     """Delivery attempts of one alert before it is recorded `failed`."""
     alert_backoff: Duration = timedelta(seconds=2)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import signal
 import socket
+import ssl
 import textwrap
 import threading
 import time
@@ -281,6 +282,107 @@ def test_a_failure_is_mailed_through_a_real_smtp_server(
     text = mail.content.decode()
     assert "Subject: [prod] [triggers] backup failed" in text
     assert "no space left" in text
+
+
+@dataclass
+class TlsSmtp:
+    port: int
+    ca_file: Path
+    received: list[Any]
+    logins: list[tuple[str, bool]]
+    """(user, whether the password was right), one a login attempt."""
+
+
+@pytest.fixture
+def tls_smtp_server(tmp_path: Path) -> Iterator[TlsSmtp]:
+    """A real SMTP server that requires STARTTLS and a login, with a certificate of its
+    own authority (trustme's), for 127.0.0.1."""
+    import trustme
+    from aiosmtpd.controller import Controller
+    from aiosmtpd.smtp import AuthResult, LoginPassword
+
+    authority = trustme.CA()
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    authority.issue_cert("127.0.0.1").configure_cert(context)
+    ca_file = tmp_path / "smtp-ca.pem"
+    authority.cert_pem.write_to_path(str(ca_file))
+    found = TlsSmtp(port=0, ca_file=ca_file, received=[], logins=[])
+
+    class Handler:
+        async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:  # noqa: N802 - aiosmtpd's name
+            found.received.append(envelope)
+            return "250 Message accepted for delivery"
+
+    def authenticate(
+        server: Any, session: Any, envelope: Any, mechanism: str, data: Any
+    ) -> AuthResult:
+        assert isinstance(data, LoginPassword)
+        good = data.login == b"alerts" and data.password == b"s3cret-pw"
+        found.logins.append((data.login.decode(), good))
+        return AuthResult(success=good, handled=False)  # aiosmtpd answers 535 itself
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        found.port = probe.getsockname()[1]
+    controller = Controller(
+        Handler(),
+        hostname="127.0.0.1",
+        port=found.port,
+        tls_context=context,
+        require_starttls=True,
+        authenticator=authenticate,
+        auth_required=True,
+    )
+    controller.start()
+    try:
+        yield found
+    finally:
+        controller.stop()
+
+
+def test_mail_goes_through_starttls_and_a_login_with_the_password_from_a_file(
+    tls_smtp_server: TlsSmtp, tmp_path: Path
+) -> None:
+    server = tls_smtp_server
+    password_file = tmp_path / "smtp-password"
+    password_file.write_text("s3cret-pw\n")
+    cli = Cli(f"sqlite:///{tmp_path / 'triggers.sqlite'}", tmp_path)
+    cli.env.update(
+        {
+            "TRIGGERS_SMTP_HOST": "127.0.0.1",
+            "TRIGGERS_SMTP_PORT": str(server.port),
+            "TRIGGERS_SMTP_USER": "alerts",
+            "TRIGGERS_SMTP_PASSWORD_FILE": str(password_file),
+            "TRIGGERS_SMTP_FROM": "triggers@example.com",
+        }
+    )
+    config = tmp_path / "triggers.yaml"
+    config.write_text(
+        "version: 1\nalerts: {channels: {mail: {email: {to: [oncall@example.com]}}}}\n"
+        "flows: {job: {steps: []}}\ntriggers: [{id: backup, flow: job, every: 1h}]\n"
+    )
+    # The server's certificate is of no authority the system trusts: refused, and why.
+    untrusted = cli.run("--config", str(config), "alerts", "test", "mail", "--json", check=False)
+    assert untrusted.returncode == 1
+    assert "CERTIFICATE_VERIFY_FAILED" in json.loads(untrusted.stdout)["answer"]
+    assert server.received == []
+
+    cli.env["TRIGGERS_SMTP_CA_FILE"] = str(server.ca_file)
+    password_file.write_text("wrong\n")
+    refused = cli.run("--config", str(config), "alerts", "test", "mail", "--json", check=False)
+    assert refused.returncode == 1
+    assert json.loads(refused.stdout)["answer"].startswith("SMTP 535")
+    assert "wrong" not in refused.stdout + refused.stderr
+
+    password_file.write_text("s3cret-pw\n")
+    sent = cli.run("--config", str(config), "alerts", "test", "mail", "--json")
+    assert json.loads(sent.stdout)["delivered"] is True
+    # smtplib tries each mechanism the server offers (PLAIN, LOGIN) with the wrong one.
+    assert server.logins[-1] == ("alerts", True)
+    assert {good for _, good in server.logins[:-1]} == {False}
+    [mail] = server.received
+    assert mail.rcpt_tos == ["oncall@example.com"]
+    assert "s3cret-pw" not in mail.content.decode()
 
 
 def test_a_run_past_its_deadlines_is_late_once_and_stuck_once(

@@ -79,17 +79,7 @@ def send_test_command(
         if found is None:
             names = ", ".join(declarations.channels) or "none"
             raise InputError(f"no channel {channel!r} in the file (declared: {names})")
-        current = settings()
-        password = current.smtp_password.get_secret_value() if current.smtp_password else None
-        smtp = SmtpServer(
-            host=current.smtp_host,
-            port=current.smtp_port,
-            user=current.smtp_user,
-            password=password,
-            password_file=current.smtp_password_file,
-            sender=current.smtp_from,
-            tls=current.smtp_tls,
-        )
+        smtp = SmtpServer.of(settings())
         now = clock.now()
         facts = AlertFacts(event=AlertEvent.TEST, trigger_id="test", occurrence_at=now, at=now)
         answer = deliver(found.to_json(), alert_payload(facts), smtp=smtp)
