@@ -145,7 +145,9 @@ def _webhook(
     except httpx.TimeoutException:
         return Answer(delivered=False, detail=f"no answer within {timeout:g}s")
     except httpx.HTTPError as exc:
-        return Answer(delivered=False, detail=f"cannot reach the receiver: {type(exc).__name__}")
+        # The URL may hold a secret (a Slack hook's): never in the answer recorded.
+        why = str(exc).replace(str(config["url"]), "the URL") or type(exc).__name__
+        return Answer(delivered=False, detail=f"cannot reach the receiver: {why}"[:_ANSWER_LIMIT])
     answer = f"HTTP {response.status_code} {response.text[:_ANSWER_LIMIT]}".strip()
     if response.is_success:
         return Answer(delivered=True, detail=answer)

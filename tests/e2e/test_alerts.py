@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -24,32 +25,36 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 
 @dataclass
 class Receiver:
-    """A webhook receiver: answers 500 to its first `failures` requests, then 200."""
+    """A webhook receiver: answers 500 to its first `failures` requests, then 200; the
+    first `slow` requests are answered after `delay` seconds."""
 
     failures: int = 0
+    slow: int = 0
+    delay: float = 0.0
     requests: list[tuple[str, dict[str, Any], int]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
     port: int = 0
 
-    def answer(self, key: str, body: dict[str, Any]) -> int:
+    def answer(self, key: str, body: dict[str, Any]) -> tuple[int, float]:
         with self.lock:
             status = 500 if len(self.requests) < self.failures else 200
+            delay = self.delay if len(self.requests) < self.slow else 0.0
             self.requests.append((key, body, status))
-            return status
+            return status, delay
 
     def accepted(self, event: str) -> list[tuple[str, dict[str, Any]]]:
         with self.lock:
             return [(k, b) for k, b, s in self.requests if s == 200 and b["event"] == event]
 
 
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    found = Receiver(failures=2)
+def serve(found: Receiver, port: int = 0) -> ThreadingHTTPServer:
+    """Serve `found` on `port` (0: any free one) on a thread, until `shutdown()`."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            status = found.answer(self.headers.get("Idempotency-Key", ""), body)
+            status, delay = found.answer(self.headers.get("Idempotency-Key", ""), body)
+            time.sleep(delay)
             self.send_response(status)
             self.end_headers()
             self.wfile.write(b"thanks" if status == 200 else b"down")
@@ -57,22 +62,28 @@ def receiver() -> Iterator[Receiver]:
         def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base's name
             return
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
     found.port = server.server_address[1]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    found = Receiver(failures=2)
+    server = serve(found)
     yield found
     server.shutdown()
     server.server_close()
 
 
-def _config(port: int, paged: Path, *, exit_code: int) -> str:
+def _config(port: int, paged: Path, *, exit_code: int, timeout: str = "5s") -> str:
     return textwrap.dedent(
         f"""\
         version: 1
         alerts:
           channels:
-            hook: {{webhook: {{url: "http://127.0.0.1:{port}/hook"}}, timeout: 5s}}
+            hook: {{webhook: {{url: "http://127.0.0.1:{port}/hook"}}, timeout: {timeout}}}
             page: {{command: [sh, -c, "cat >> {paged}; echo >> {paged}"]}}
         defaults:
           alert: {{to: [hook, page], on: [failed]}}
@@ -144,6 +155,97 @@ def test_a_failing_trigger_alerts_once_and_recovers_once_despite_a_receiver_answ
     }
     attempts = {(a["event"], a["channel"]): a["attempts"] for a in listed}
     assert attempts[("failed", "hook")] == 3
+
+
+def _failed_alerts(cli: Cli, *, status: str) -> list[dict[str, Any]]:
+    found = cli.run("alerts", "list", "--status", status, "--json", check=False)
+    if found.returncode:
+        return []
+    return [a for a in json.loads(found.stdout) if a["channel"] == "hook"]
+
+
+def test_a_receiver_down_for_a_while_gets_the_alerts_in_order_with_their_times(
+    tmp_path: Path,
+) -> None:
+    found = Receiver()
+    # The receiver's port, bound but not listening: every connection is refused.
+    down = socket.socket()
+    down.bind(("127.0.0.1", 0))
+    port = down.getsockname()[1]
+    cli = Cli(f"sqlite:///{tmp_path / 'triggers.sqlite'}", tmp_path)
+    cli.env.update({"TRIGGERS_ALERT_BACKOFF": "500ms", "TRIGGERS_ALERT_MAX_BACKOFF": "1s"})
+    config = tmp_path / "triggers.yaml"
+    text = _config(port, tmp_path / "paged.jsonl", exit_code=3)
+    config.write_text(
+        text.replace("id: nightly,", "id: first,") + "  - {id: second, flow: job, every: 1s}\n"
+    )
+    daemon = cli.daemon(config, tmp_path / "daemon.log")
+    server = None
+    try:
+
+        def refused_often() -> bool:
+            pending = _failed_alerts(cli, status="pending")  # the newest first
+            triggers = {a["trigger_id"] for a in pending}
+            return triggers == {"first", "second"} and pending[-1]["attempts"] >= 3
+
+        wait_for(refused_often, timeout=90, what="both alerts refused three times")
+        # The oldest is retried; the other waits behind it (the channel keeps its order).
+        newer, oldest = _failed_alerts(cli, status="pending")
+        assert "refused" in (oldest["last_error"] or "").lower(), oldest
+        assert newer["attempts"] == 0, newer
+        back_at = time.time()
+        down.close()
+        server = serve(found, port)
+        wait_for(lambda: len(found.accepted("failed")) >= 2, timeout=60, what="both delivered")
+    finally:
+        assert stop(daemon) == 0
+        down.close()
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+    arrived = found.accepted("failed")
+    assert len(arrived) == 2
+    assert {body["trigger_id"] for _, body in arrived} == {"first", "second"}
+    # In the order they were raised, with the times they were raised at (before the
+    # receiver came back), not the time of their delivery.
+    times = [datetime.fromisoformat(body["at"]).timestamp() for _, body in arrived]
+    assert times == sorted(times)
+    assert max(times) < back_at
+    delivered = _failed_alerts(cli, status="delivered")
+    assert len(delivered) == 2
+    assert max(a["attempts"] for a in delivered) >= 4
+
+
+def test_a_slow_receiver_is_retried_under_the_same_id_without_delaying_the_ticks(
+    tmp_path: Path,
+) -> None:
+    # The first request is answered 200 after 4 s: past the channel's 1 s timeout, so
+    # the daemon retries, and the receiver answers 200 twice to the same id.
+    found = Receiver(slow=1, delay=4.0)
+    server = serve(found)
+    cli = Cli(f"sqlite:///{tmp_path / 'triggers.sqlite'}", tmp_path)
+    cli.env["TRIGGERS_ALERT_BACKOFF"] = "500ms"
+    config = tmp_path / "triggers.yaml"
+    config.write_text(_config(found.port, tmp_path / "paged.jsonl", exit_code=3, timeout="1s"))
+    daemon = cli.daemon(config, tmp_path / "daemon.log")
+    try:
+        wait_for(lambda: len(found.requests) >= 2, timeout=60, what="the retry")
+        slow_from = time.time()
+        wait_for(lambda: _failed_alerts(cli, status="delivered"), timeout=60, what="delivered")
+        time.sleep(4)  # the slow answer ends; nothing more is sent
+    finally:
+        assert stop(daemon) == 0
+        server.shutdown()
+        server.server_close()
+    keys = [key for key, _, _ in found.requests]
+    assert len(keys) == 2
+    assert keys[0] == keys[1]  # one id: the receiver drops the repeat
+    [alert] = _failed_alerts(cli, status="delivered")
+    assert alert["attempts"] == 2
+    # The ticks went on meanwhile: the every-second trigger fired through the slow answer.
+    rows = cli.json("history", "nightly", "--limit", "100")
+    fired = [datetime.fromisoformat(r["occurrence"]).timestamp() for r in rows]
+    assert sum(1 for at in fired if slow_from - 3 <= at <= slow_from + 3) >= 4
 
 
 def test_alerts_test_reports_the_receivers_answer(receiver: Receiver, tmp_path: Path) -> None:
