@@ -20,14 +20,16 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from email.message import EmailMessage
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-import httpx
 import structlog
 
 from triggers.alert_rules import AlertRecord
 from triggers.clock import Clock
 from triggers.errors import StoreError
+
+if TYPE_CHECKING:
+    import httpx
 
 log = structlog.get_logger()
 
@@ -105,12 +107,35 @@ class DeliveryError(Exception):
     """A delivery failed; the message says why (never a secret)."""
 
 
+class WebhookClient:
+    """The one HTTP client of a sender's webhooks, made at the first webhook: httpx and
+    the system's certificates cost a quarter of a second, which a daemon without
+    webhooks does not pay at its start."""
+
+    def __init__(self) -> None:
+        self._client: httpx.Client | None = None
+
+    def post(
+        self, url: str, *, json: Mapping[str, Any], headers: Mapping[str, str], timeout: float
+    ) -> httpx.Response:
+        if self._client is None:
+            import httpx  # noqa: PLC0415 - see the class
+
+            self._client = httpx.Client()
+        return self._client.post(url, json=json, headers=headers, timeout=timeout)
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+
 def deliver(
     destination: Mapping[str, Any],
     payload: Mapping[str, Any],
     *,
     smtp: SmtpServer,
-    http: httpx.Client | None = None,
+    http: WebhookClient | None = None,
 ) -> Answer:
     """Send one alert to one channel (`AlertChannel.to_json()`) and return its answer.
 
@@ -134,14 +159,20 @@ def _webhook(
     config: Mapping[str, Any],
     payload: Mapping[str, Any],
     timeout: float,
-    http: httpx.Client | None,
+    http: WebhookClient | None,
 ) -> Answer:
+    import httpx  # noqa: PLC0415 - loaded by the first webhook (WebhookClient)
+
     headers = {"Idempotency-Key": str(payload["id"]), "User-Agent": "triggers-alerts"}
     if config.get("headers_file"):
         headers.update(_headers(Path(config["headers_file"])))
     try:
-        post = http.post if http is not None else httpx.post
-        response = post(config["url"], json=payload, headers=headers, timeout=timeout)
+        client = http if http is not None else WebhookClient()
+        try:
+            response = client.post(config["url"], json=payload, headers=headers, timeout=timeout)
+        finally:
+            if http is None:
+                client.close()
     except httpx.TimeoutException:
         return Answer(delivered=False, detail=f"no answer within {timeout:g}s")
     except httpx.HTTPError as exc:
@@ -328,7 +359,7 @@ class AlertSender:
         self._metrics = metrics
         self._wake = threading.Event()
         self._deadlines_at: datetime | None = None
-        self._http = httpx.Client()
+        self._http = WebhookClient()
 
     def wake(self) -> None:
         """Look at the outbox now rather than at the next interval."""
@@ -437,6 +468,8 @@ class HeartbeatPinger:
         """One ping (`/fail` when unhealthy); True when the monitor answered 2xx."""
         healthy = self._healthy()
         target = self._url if healthy else self._url.rstrip("/") + "/fail"
+        import httpx  # noqa: PLC0415 - only a daemon with a heartbeat URL loads it
+
         try:
             response = httpx.get(target, timeout=self._timeout.total_seconds())
         except httpx.HTTPError as exc:
