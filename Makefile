@@ -10,7 +10,7 @@ UNIT_OUT ?= build/triggers.service
 # `systemd-analyze security` exposure, times ten (1.7 is 17): above this fails.
 UNIT_EXPOSURE ?= 20
 
-.PHONY: run test lint unit faults faketime install install-test clean systemd-unit verify-unit screenshots
+.PHONY: run test lint unit faults fault-tier faketime install install-test clean systemd-unit verify-unit screenshots
 
 $(BIN)/triggers: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -40,14 +40,20 @@ lint: install-test
 
 test: lint
 	$(BIN)/pytest -n 2 --dist loadgroup
-	$(BIN)/pytest -m faults tests/faults
+	$(MAKE) --no-print-directory fault-tier
 
 unit: install-test
 	$(BIN)/pytest tests/unit
 
 # The fault tests (real daemons killed, stopped, clock-jumped): see docs/reliability.md.
 faults: install-test faketime
-	$(BIN)/pytest -m faults tests/faults
+	$(MAKE) --no-print-directory fault-tier
+
+# Two scenarios at a time (each module is one scenario: mostly waiting on its daemons),
+# then the PostgreSQL restart alone: it takes the server away from anything beside it.
+fault-tier:
+	$(BIN)/pytest -m faults tests/faults -n 2 --dist loadscope --ignore tests/faults/test_pg_restart.py
+	$(BIN)/pytest -m faults tests/faults/test_pg_restart.py
 
 # libfaketime for the clock-jump fault test (Debian/Ubuntu package `faketime`).
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
