@@ -29,6 +29,7 @@ from looms_runtime.db import Database
 from looms_runtime.host import ProcessId
 from triggers import __version__, actions
 from triggers.actions import local_actor
+from triggers.addresses import parse_address
 from triggers.clock import Clock, SystemClock
 from triggers.declarations import parse_declarations, read_declarations_text, text_digest
 from triggers.delivery import AlertSender, HeartbeatPinger, SenderOptions, SmtpServer
@@ -37,6 +38,7 @@ from triggers.file_modes import private_directory, private_sqlite_files
 from triggers.inspection import process_gone
 from triggers.metrics import Metrics
 from triggers.notify import Notifier, status_line
+from triggers.probes import MetricsServer, Probes
 from triggers.runner.flows import runtime_flows
 from triggers.runner.looms import LoomsRunner
 from triggers.runner.runs import RunControls, RunReads
@@ -197,6 +199,7 @@ class Daemon:
             if api is not None:
                 api.stop()
             raise
+        metrics_server: MetricsServer | None = None
         try:
             self._apply(backend, initial=True)
             if self._stop.is_set():
@@ -206,9 +209,10 @@ class Daemon:
             scheduler = self._scheduler(backend)
             self._scheduler_ref = scheduler
             self._watch(backend, scheduler)
-            self._serve_metrics()
+            probes = self._probes(backend)
+            metrics_server = self._serve_metrics(probes)
             if api is not None:
-                api.start(self._api_services(backend, scheduler))
+                api.start(self._api_services(backend, scheduler, probes))
                 self._api = api
             worker = threading.Thread(target=scheduler.run, name="scheduler")
             worker.start()
@@ -244,6 +248,8 @@ class Daemon:
         finally:
             if api is not None:
                 api.stop()  # before the runtime closes: no request meets a closed one
+            if metrics_server is not None:
+                metrics_server.stop()
             backend.runtime.close()
             backend.close()
             self._notifier.close()
@@ -468,7 +474,7 @@ class Daemon:
 
         return ApiServer.bound(self._settings)
 
-    def _api_services(self, backend: Backend, scheduler: Scheduler) -> ApiServices:
+    def _api_services(self, backend: Backend, scheduler: Scheduler, probes: Probes) -> ApiServices:
         from triggers.api import ApiServices  # noqa: PLC0415
 
         return ApiServices(
@@ -484,20 +490,34 @@ class Daemon:
             poll_interval=self._settings.poll_interval,
             database=self._settings.redacted_database_url(),
             alerts=SqlAlertOutbox(backend.db).list,
+            probes=probes,
         )
 
-    def _serve_metrics(self) -> None:
+    def _probes(self, backend: Backend) -> Probes:
+        """`/healthz` and `/readyz`, on the signals the metrics show."""
+        metrics = self.metrics
+        return Probes(
+            clock=self._clock,
+            poll_interval=self._settings.poll_interval,
+            last_tick=lambda: metrics.last_tick_at,
+            last_apply=lambda: metrics.last_reload,
+            ping_store=backend.store.applied_digest,
+        )
+
+    def _serve_metrics(self, probes: Probes) -> MetricsServer | None:
+        """The metrics listener, serving (None when off). Raises ConfigError (exit 78)."""
         address = self._settings.metrics_address
         if not address:
-            return
-        from prometheus_client import start_http_server  # noqa: PLC0415 (only when enabled)
-
-        host, _, port = address.rpartition(":")
+            return None
         try:
-            start_http_server(int(port), addr=host or "127.0.0.1", registry=self.metrics.registry)
-        except (OSError, ValueError) as exc:
-            raise ConfigError(f"cannot serve metrics on {address!r}: {exc}") from exc
-        log.info("metrics_started", address=f"{host or '127.0.0.1'}:{port}")
+            where = parse_address(address)
+        except ValueError as exc:
+            raise ConfigError(
+                f"TRIGGERS_METRICS_ADDRESS: {exc}", variable="TRIGGERS_METRICS_ADDRESS"
+            ) from None
+        server = MetricsServer(where, registry=self.metrics.registry)
+        server.start(probes)
+        return server
 
 
 _TICK_WAIT_S = 10.0

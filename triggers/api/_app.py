@@ -16,6 +16,7 @@ from triggers.api import _runs, _triggers
 from triggers.api._access import ApiConfig
 from triggers.api._context import ApiServices, Reader
 from triggers.api._errors import encode, internal_body
+from triggers.api._probes import probes
 from triggers.api._routing import PREFIX, ApiRoute, Json, error_response, router
 from triggers.errors import UsageError
 
@@ -46,6 +47,7 @@ def build_app(services: ApiServices, config: ApiConfig) -> FastAPI:
     app.state.services = services
     app.state.config = config
     app.include_router(router)
+    app.include_router(probes)
     document = APIRouter(prefix=PREFIX, route_class=ApiRoute)
 
     @document.get("/openapi.json", include_in_schema=False)
