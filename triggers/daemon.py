@@ -509,13 +509,8 @@ class Daemon:
         address = self._settings.metrics_address
         if not address:
             return None
-        try:
-            where = parse_address(address)
-        except ValueError as exc:
-            raise ConfigError(
-                f"TRIGGERS_METRICS_ADDRESS: {exc}", variable="TRIGGERS_METRICS_ADDRESS"
-            ) from None
-        server = MetricsServer(where, registry=self.metrics.registry)
+        # Settings checked its form: what is left to fail is the bind (ConfigError).
+        server = MetricsServer(parse_address(address), registry=self.metrics.registry)
         server.start(probes)
         return server
 
