@@ -70,6 +70,20 @@ class Backend:
         self.db.dispose()
 
 
+@dataclass(slots=True)
+class Listeners:
+    """The daemon's HTTP listeners: the API's and the metrics' (None when off)."""
+
+    api: ApiServer | None = None
+    metrics: MetricsServer | None = None
+
+    def stop(self) -> None:
+        if self.api is not None:
+            self.api.stop()
+        if self.metrics is not None:
+            self.metrics.stop()
+
+
 def open_database(
     settings: Settings, *, migrate_empty: bool = True, background_checkpoints: bool = False
 ) -> Database:
@@ -192,14 +206,13 @@ class Daemon:
         self._install_signals()
         if stop_asked:
             self.stop()
-        api = self._api_server()  # a bad token file stops the start before the database
+        # A bad token file or an address in use stops the start before the database.
+        listeners = self._bind()
         try:
             backend = open_backend(settings, owner=self._owner, clock=self._clock, daemon=True)
         except BaseException:
-            if api is not None:
-                api.stop()
+            listeners.stop()
             raise
-        metrics_server: MetricsServer | None = None
         try:
             self._apply(backend, initial=True)
             if self._stop.is_set():
@@ -210,10 +223,11 @@ class Daemon:
             self._scheduler_ref = scheduler
             self._watch(backend, scheduler)
             probes = self._probes(backend)
-            metrics_server = self._serve_metrics(probes)
-            if api is not None:
-                api.start(self._api_services(backend, scheduler, probes))
-                self._api = api
+            if listeners.metrics is not None:
+                listeners.metrics.start(probes)
+            if listeners.api is not None:
+                listeners.api.start(self._api_services(backend, scheduler, probes))
+                self._api = listeners.api
             worker = threading.Thread(target=scheduler.run, name="scheduler")
             worker.start()
             sender = threading.Thread(
@@ -246,10 +260,7 @@ class Daemon:
             self._notifier.ready(self._status(scheduler))
             self._supervise(backend, scheduler, worker)
         finally:
-            if api is not None:
-                api.stop()  # before the runtime closes: no request meets a closed one
-            if metrics_server is not None:
-                metrics_server.stop()
+            listeners.stop()  # before the runtime closes: no request meets a closed one
             backend.runtime.close()
             backend.close()
             self._notifier.close()
@@ -465,6 +476,16 @@ class Daemon:
         signal.signal(signal.SIGHUP, reload)
         signal.signal(signal.SIGUSR1, nudge)
 
+    def _bind(self) -> Listeners:
+        """The API's and the metrics' sockets, bound, not serving yet. Raises ConfigError."""
+        listeners = Listeners(api=self._api_server())
+        try:
+            listeners.metrics = self._metrics_server()
+        except BaseException:
+            listeners.stop()
+            raise
+        return listeners
+
     def _api_server(self) -> ApiServer | None:
         """The HTTP API's server, bound (None when off). Raises ConfigError (exit 78)."""
         if self._settings.api_address is None:
@@ -504,15 +525,13 @@ class Daemon:
             ping_store=backend.store.applied_digest,
         )
 
-    def _serve_metrics(self, probes: Probes) -> MetricsServer | None:
-        """The metrics listener, serving (None when off). Raises ConfigError (exit 78)."""
+    def _metrics_server(self) -> MetricsServer | None:
+        """The metrics listener, bound (None when off). Raises ConfigError (exit 78)."""
         address = self._settings.metrics_address
         if not address:
             return None
         # Settings checked its form: what is left to fail is the bind (ConfigError).
-        server = MetricsServer(parse_address(address), registry=self.metrics.registry)
-        server.start(probes)
-        return server
+        return MetricsServer(parse_address(address), registry=self.metrics.registry)
 
 
 _TICK_WAIT_S = 10.0

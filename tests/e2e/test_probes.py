@@ -188,3 +188,20 @@ def test_healthz_fails_while_the_ticks_stall(cli: Cli, tmp_path: Path) -> None:
     finally:
         gate.unlink(missing_ok=True)
         assert stop(daemon) == 0
+
+
+def test_a_metrics_address_in_use_stops_the_start_with_exit_78(cli: Cli, tmp_path: Path) -> None:
+    config = tmp_path / "t.yaml"
+    config.write_text(CONFIG)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = int(taken.getsockname()[1])
+        cli.env["TRIGGERS_METRICS_ADDRESS"] = f"127.0.0.1:{port}"
+        daemon = cli.daemon(config, tmp_path / "d.log")
+        assert daemon.wait(timeout=60) == 78
+    text = (tmp_path / "d.log").read_text()
+    assert f"cannot serve metrics on TRIGGERS_METRICS_ADDRESS=127.0.0.1:{port}" in text
+    assert "Traceback" not in text
+    # Refused before the database: nothing was applied.
+    assert not (tmp_path / "triggers.sqlite").exists()
