@@ -171,6 +171,10 @@ class Probes:
 
 
 PROBE_PATHS = ("/healthz", "/readyz")
+_MAX_REQUESTS = 16
+"""Requests the metrics listener serves at once."""
+_REQUEST_TIMEOUT_S = 10.0
+"""A client silent this long mid-request is dropped."""
 
 
 def answer(probes: Probes, path: str) -> ProbeAnswer:
@@ -188,6 +192,8 @@ class MetricsServer:
         server_self = self
 
         class Handler(MetricsHandler):
+            timeout = _REQUEST_TIMEOUT_S
+
             def do_GET(self) -> None:  # noqa: N802 (http.server's name)
                 path = urlsplit(self.path).path
                 probes = server_self._probes
@@ -235,9 +241,25 @@ class MetricsServer:
 
 
 class _Server(ThreadingHTTPServer):
+    """A thread per request, at most `_MAX_REQUESTS` at once: a connection past them is
+    closed at once, never queued behind a hung one."""
+
     daemon_threads = True
 
     def __init__(self, where: tuple[str, int], handler: type[MetricsHandler]) -> None:
         if ":" in where[0]:
             self.address_family = socket.AF_INET6  # an IPv6 address binds an IPv6 socket
+        self._slots = threading.BoundedSemaphore(_MAX_REQUESTS)
         super().__init__(where, handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            self.shutdown_request(request)
+            return
+        super().process_request(request, client_address)
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()

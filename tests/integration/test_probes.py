@@ -4,6 +4,7 @@ the metrics listener that serves them beside `/metrics`."""
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import urllib.error
 import urllib.request
@@ -179,3 +180,26 @@ def test_the_metrics_listener_serves_metrics_and_both_probes(
     for path, failing in (("/healthz", ["ticks"]), ("/readyz", ["declarations"])):
         status, _, text = _get(server, path)
         assert (status, json.loads(text)["failing"]) == (503, failing)
+
+
+def test_the_metrics_listener_serves_16_requests_at_once_and_closes_more(
+    served: tuple[MetricsServer, Signals, FakeClock],
+) -> None:
+    server = served[0]
+    host, port = server.address.rsplit(":", 1)
+    silent = [socket.create_connection((host, int(port)), timeout=10) for _ in range(16)]
+    try:
+        with socket.create_connection((host, int(port)), timeout=10) as extra:
+            assert extra.recv(1024) == b""  # closed at once, not queued behind the silent ones
+    finally:
+        for connection in silent:
+            connection.close()
+    # Their threads end as they close: a request is served again.
+    for _ in range(100):
+        try:
+            if _get(server, "/healthz")[0] == 200:
+                break
+        except OSError:
+            threading.Event().wait(0.05)
+    else:
+        raise AssertionError("no request served after the silent connections closed")
