@@ -131,6 +131,25 @@ def test_readyz_fails_while_the_declarations_file_is_refused(cli: Cli, tmp_path:
         assert stop(daemon) == 0
 
 
+def test_readyz_fails_when_the_daemon_starts_on_a_refused_file(cli: Cli, tmp_path: Path) -> None:
+    listeners, config = _start(cli, tmp_path)
+    daemon = cli.daemon(config, tmp_path / "d.log")
+    try:
+        listeners.wait("/readyz", 200)
+    finally:
+        assert stop(daemon) == 0
+    # Restarted on a file broken meanwhile: it runs the declarations the store holds.
+    config.write_text(CONFIG.replace("every: 1s", "every: soon"))
+    daemon = cli.daemon(config, tmp_path / "d.log")
+    try:
+        for _, document in listeners.wait("/readyz", 503):
+            assert document["failing"] == ["declarations"]
+            assert document["checks"]["declarations"]["result"] == "refused"
+        assert [code for code, _ in listeners.probe("/healthz")] == [200, 200]
+    finally:
+        assert stop(daemon) == 0
+
+
 @pytest.mark.postgres
 def test_readyz_fails_once_the_postgresql_database_is_dropped(
     postgres_url: str, pg_admin: sa.Engine, tmp_path: Path
