@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 from ruamel.yaml import YAML
 
 from tests.e2e.conftest import Cli, stop, wait_for
@@ -26,6 +27,8 @@ RULES = ROOT / "prometheus" / "triggers.rules.yml"
 CASES = ROOT / "tests" / "prometheus" / "triggers.rules.test.yml"
 PROMETHEUS_OWN = {"up"}
 """Series Prometheus makes itself, not the daemon."""
+TARGET_LABELS = {"job", "instance"}
+"""Labels Prometheus adds to every scraped series."""
 
 
 def _promtool() -> str:
@@ -118,18 +121,34 @@ def test_every_metric_the_rules_use_is_served_by_a_real_daemon(cli: Cli, tmp_pat
     daemon = cli.daemon(config, tmp_path / "d.log")
     try:
 
-        def served() -> set[str] | None:
+        def served() -> str | None:
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
                     text = r.read().decode()
             except OSError:
                 return None
-            # `# TYPE name kind` names each family as scraped (a counter with `_total`),
-            # samples or not (a counter nothing has counted yet has none).
-            names = {line.split()[2] for line in text.splitlines() if line.startswith("# TYPE")}
-            return names if "triggers_trigger_next_fire_timestamp_seconds" in text else None
+            return text if "triggers_trigger_next_fire_timestamp_seconds{" in text else None
 
-        names = wait_for(served, timeout=60, what="the daemon's metrics")
+        text = wait_for(served, timeout=60, what="the daemon's metrics")
     finally:
         assert stop(daemon) == 0
+    # `# TYPE name kind` names each family as scraped (a counter with `_total`), samples
+    # or not (a counter nothing has counted yet has none).
+    names = {line.split()[2] for line in text.splitlines() if line.startswith("# TYPE")}
     assert used - names == set(), f"the rules use metrics the daemon does not serve: {used - names}"
+
+    # The labels they select on and group by are the daemon's too.
+    labels: dict[str, set[tuple[str, str]]] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            labels.setdefault(sample.name, set()).update(sample.labels.items())
+    label_names = {name for pairs in labels.values() for name, _ in pairs}
+    for rule in _rules():
+        expression = rule["expr"]
+        for name, matchers in re.findall(r"\b(triggers_[a-z_]+)\{([^}]*)\}", expression):
+            for label, value in re.findall(r'(\w+)\s*=\s*"([^"]*)"', matchers):
+                if label not in TARGET_LABELS and name in labels:
+                    assert (label, value) in labels[name], (rule["alert"], name, label, value)
+        for grouping in re.findall(r"\b(?:by|without)\s*\(([^)]*)\)", expression):
+            for label in re.findall(r"\w+", grouping):
+                assert label in label_names | TARGET_LABELS, (rule["alert"], label)
