@@ -1,4 +1,5 @@
-"""The ASGI application: the routes under `/api/v1/`, its OpenAPI document, its guards."""
+"""The ASGI application: the routes under `/api/v1/` and the probes, its OpenAPI document,
+its guards."""
 
 from __future__ import annotations
 
@@ -29,8 +30,9 @@ DESCRIPTION = """\
 The `triggers` daemon's HTTP API: the CLI's queries and operations, with the same
 arguments, the same JSON documents as its `--json` and the same error codes
 (docs/api.md, docs/catalogue.md). Every request needs a bearer token of
-`TRIGGERS_API_TOKEN_FILE`; changes need one of `TRIGGERS_API_WRITE_TOKEN_FILE` when
-that is set. Instants are RFC 3339 UTC with `Z`.
+`TRIGGERS_API_TOKEN_FILE`, but the probes `/healthz` and `/readyz`; changes need one
+of `TRIGGERS_API_WRITE_TOKEN_FILE` when that is set. Instants are RFC 3339 UTC with
+`Z`.
 """
 
 
