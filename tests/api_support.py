@@ -6,6 +6,7 @@ import textwrap
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from triggers.api import ApiConfig, ApiServer, ApiServices, Tokens
 from triggers.clock import SystemClock
 from triggers.daemon import Backend, open_backend
 from triggers.declarations import Declarations, parse_declarations
+from triggers.probes import Probes
 from triggers.runner.runs import RunControls
 from triggers.settings import Settings
 from triggers.store.audit_log import Actor
@@ -111,6 +113,13 @@ def served_api(
             host="test-host",
             owner="api:test",
             alerts=SqlAlertOutbox(backend.db).list,
+            probes=Probes(
+                clock=clock,
+                poll_interval=timedelta(seconds=1),
+                last_tick=clock.now,
+                last_apply=lambda: "applied",
+                ping_store=backend.store.applied_digest,
+            ),
         )
     )
     clients = [

@@ -29,6 +29,7 @@ from looms_runtime.db import Database
 from looms_runtime.host import ProcessId
 from triggers import __version__, actions
 from triggers.actions import local_actor
+from triggers.addresses import parse_address
 from triggers.clock import Clock, SystemClock
 from triggers.declarations import parse_declarations, read_declarations_text, text_digest
 from triggers.delivery import AlertSender, HeartbeatPinger, SenderOptions, SmtpServer
@@ -37,6 +38,7 @@ from triggers.file_modes import private_directory, private_sqlite_files
 from triggers.inspection import process_gone
 from triggers.metrics import Metrics
 from triggers.notify import Notifier, status_line
+from triggers.probes import MetricsServer, Probes
 from triggers.runner.flows import runtime_flows
 from triggers.runner.looms import LoomsRunner
 from triggers.runner.runs import RunControls, RunReads
@@ -66,6 +68,20 @@ class Backend:
 
     def close(self) -> None:
         self.db.dispose()
+
+
+@dataclass(slots=True)
+class Listeners:
+    """The daemon's HTTP listeners: the API's and the metrics' (None when off)."""
+
+    api: ApiServer | None = None
+    metrics: MetricsServer | None = None
+
+    def stop(self) -> None:
+        if self.api is not None:
+            self.api.stop()
+        if self.metrics is not None:
+            self.metrics.stop()
 
 
 def open_database(
@@ -190,12 +206,12 @@ class Daemon:
         self._install_signals()
         if stop_asked:
             self.stop()
-        api = self._api_server()  # a bad token file stops the start before the database
+        # A bad token file or an address in use stops the start before the database.
+        listeners = self._bind()
         try:
             backend = open_backend(settings, owner=self._owner, clock=self._clock, daemon=True)
         except BaseException:
-            if api is not None:
-                api.stop()
+            listeners.stop()
             raise
         try:
             self._apply(backend, initial=True)
@@ -206,10 +222,12 @@ class Daemon:
             scheduler = self._scheduler(backend)
             self._scheduler_ref = scheduler
             self._watch(backend, scheduler)
-            self._serve_metrics()
-            if api is not None:
-                api.start(self._api_services(backend, scheduler))
-                self._api = api
+            probes = self._probes(backend)
+            if listeners.metrics is not None:
+                listeners.metrics.start(probes)
+            if listeners.api is not None:
+                listeners.api.start(self._api_services(backend, scheduler, probes))
+                self._api = listeners.api
             worker = threading.Thread(target=scheduler.run, name="scheduler")
             worker.start()
             sender = threading.Thread(
@@ -242,8 +260,7 @@ class Daemon:
             self._notifier.ready(self._status(scheduler))
             self._supervise(backend, scheduler, worker)
         finally:
-            if api is not None:
-                api.stop()  # before the runtime closes: no request meets a closed one
+            listeners.stop()  # before the runtime closes: no request meets a closed one
             backend.runtime.close()
             backend.close()
             self._notifier.close()
@@ -450,6 +467,16 @@ class Daemon:
         signal.signal(signal.SIGHUP, reload)
         signal.signal(signal.SIGUSR1, nudge)
 
+    def _bind(self) -> Listeners:
+        """The API's and the metrics' sockets, bound, not serving yet. Raises ConfigError."""
+        listeners = Listeners(api=self._api_server())
+        try:
+            listeners.metrics = self._metrics_server()
+        except BaseException:
+            listeners.stop()
+            raise
+        return listeners
+
     def _api_server(self) -> ApiServer | None:
         """The HTTP API's server, bound (None when off). Raises ConfigError (exit 78)."""
         if self._settings.api_address is None:
@@ -459,7 +486,7 @@ class Daemon:
 
         return ApiServer.bound(self._settings)
 
-    def _api_services(self, backend: Backend, scheduler: Scheduler) -> ApiServices:
+    def _api_services(self, backend: Backend, scheduler: Scheduler, probes: Probes) -> ApiServices:
         from triggers.api import ApiServices  # noqa: PLC0415
 
         return ApiServices(
@@ -475,20 +502,27 @@ class Daemon:
             poll_interval=self._settings.poll_interval,
             database=self._settings.redacted_database_url(),
             alerts=SqlAlertOutbox(backend.db).list,
+            probes=probes,
         )
 
-    def _serve_metrics(self) -> None:
+    def _probes(self, backend: Backend) -> Probes:
+        """`/healthz` and `/readyz`, on the signals the metrics show."""
+        metrics = self.metrics
+        return Probes(
+            clock=self._clock,
+            poll_interval=self._settings.poll_interval,
+            last_tick=lambda: metrics.last_tick_at,
+            last_apply=lambda: metrics.last_reload,
+            ping_store=backend.store.applied_digest,
+        )
+
+    def _metrics_server(self) -> MetricsServer | None:
+        """The metrics listener, bound (None when off). Raises ConfigError (exit 78)."""
         address = self._settings.metrics_address
         if not address:
-            return
-        from prometheus_client import start_http_server  # noqa: PLC0415 (only when enabled)
-
-        host, _, port = address.rpartition(":")
-        try:
-            start_http_server(int(port), addr=host or "127.0.0.1", registry=self.metrics.registry)
-        except (OSError, ValueError) as exc:
-            raise ConfigError(f"cannot serve metrics on {address!r}: {exc}") from exc
-        log.info("metrics_started", address=f"{host or '127.0.0.1'}:{port}")
+            return None
+        # Settings checked its form: what is left to fail is the bind (ConfigError).
+        return MetricsServer(parse_address(address), registry=self.metrics.registry)
 
 
 _TICK_WAIT_S = 10.0

@@ -139,6 +139,10 @@ class Metrics:
         self._settled = _SettledTimes()
         self._triggers = _TriggerCollector(self._settled)
         registry.register(self._triggers)
+        self.last_tick_at: datetime | None = None
+        """What `triggers_last_tick_timestamp_seconds` shows (None: no tick yet)."""
+        self.last_reload: str | None = None
+        """The result of the last apply (see `reloaded`); None: none yet."""
 
     def fired(self, outcome: str, count: int = 1, *, reason: str | None = None) -> None:
         """Count `count` ledger outcomes (a range counts each occurrence)."""
@@ -158,9 +162,11 @@ class Metrics:
         self.reloads.labels(result=result).inc()
         self.reload_successful.set(1 if result in ("applied", "unchanged") else 0)
         self.reload_at.set(at.timestamp())
+        self.last_reload = result
 
     def ticked(self, at: datetime) -> None:
         self.last_tick.set(at.timestamp())
+        self.last_tick_at = at
 
     def run_settled(self, trigger_id: str, outcome: str, at: datetime) -> None:
         """A run of the trigger stopped: the last success or failure moves to `at`."""
@@ -241,6 +247,8 @@ class UnrecordedMetrics(Metrics):
         self.fires = self.tick_duration = self.launch_duration = self.fire_latency = nothing
         self.active_runs = self.ticks_failed = self.last_tick = self.store_errors = nothing
         self.reloads = self.reload_successful = self.reload_at = nothing
+        self.last_tick_at = None
+        self.last_reload = None
         self._settled = _SettledTimes()
         self._triggers = _TriggerCollector(self._settled)
 

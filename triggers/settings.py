@@ -113,7 +113,7 @@ class Settings(BaseSettings):
     """Settled runs older than this are purged (their key stays taken); None: kept."""
     trim_events: bool = False
     """Delete a run's events behind its snapshots (`runs events` then starts later)."""
-    metrics_address: str | None = None
+    metrics_address: Address = None
     """`host:port` (or `:port`, loopback) to serve Prometheus metrics on; None: off."""
     api_address: Address = None
     """`host:port` (or `:port`, loopback) to serve the HTTP API on; None: off."""

@@ -332,3 +332,18 @@ def test_alerts_are_listed_as_the_cli_lists_them(api: Api) -> None:
     assert api.get("/alerts", status="delivered") == []
     refused = api.reader.get("/alerts", params={"status": "lost"})
     assert refused.status_code == 400, refused.text
+
+
+def test_the_probes_answer_without_a_token_and_are_in_the_document(api: Api) -> None:
+    root = api.url.removesuffix("/api/v1")
+    for path in ("/healthz", "/readyz"):
+        response = api.anonymous.get(f"{root}{path}")
+        assert response.status_code == 200, response.text
+        assert response.json()["status"] == "ok"
+        assert response.headers["cache-control"] == "no-store"
+        assert str(api.backend.db.engine.url.database) not in response.text
+    ready = api.anonymous.get(f"{root}/readyz").json()
+    assert ready["checks"]["store"] == {"ok": True}
+    paths = api.get("/openapi.json")["paths"]
+    assert {"/healthz", "/readyz"} <= paths.keys()
+    assert set(paths["/readyz"]["get"]["responses"]) == {"200", "400", "503"}

@@ -145,3 +145,16 @@ def test_a_worker_memory_limit_that_is_no_size_names_its_variable(
 
     with pytest.raises(ConfigError, match="TRIGGERS_WORKER_MAX_RSS"):
         load_settings()
+
+
+def test_a_metrics_address_reads_as_the_apis_and_a_malformed_one_names_its_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("TRIGGERS_METRICS_ADDRESS", "[::1]:9464")
+    assert load_settings().metrics_address == "[::1]:9464"
+    monkeypatch.setenv("TRIGGERS_METRICS_ADDRESS", "")
+    assert load_settings().metrics_address is None  # empty in an environment file: off
+    monkeypatch.setenv("TRIGGERS_METRICS_ADDRESS", "9464")
+
+    with pytest.raises(ConfigError, match="TRIGGERS_METRICS_ADDRESS"):
+        load_settings()

@@ -1,4 +1,5 @@
-"""The ASGI application: the routes under `/api/v1/`, its OpenAPI document, its guards."""
+"""The ASGI application: the routes under `/api/v1/` and the probes, its OpenAPI document,
+its guards."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from triggers.api import _runs, _triggers
 from triggers.api._access import ApiConfig
 from triggers.api._context import ApiServices, Reader
 from triggers.api._errors import encode, internal_body
+from triggers.api._probes import probes
 from triggers.api._routing import PREFIX, ApiRoute, Json, error_response, router
 from triggers.errors import UsageError
 
@@ -28,8 +30,9 @@ DESCRIPTION = """\
 The `triggers` daemon's HTTP API: the CLI's queries and operations, with the same
 arguments, the same JSON documents as its `--json` and the same error codes
 (docs/api.md, docs/catalogue.md). Every request needs a bearer token of
-`TRIGGERS_API_TOKEN_FILE`; changes need one of `TRIGGERS_API_WRITE_TOKEN_FILE` when
-that is set. Instants are RFC 3339 UTC with `Z`.
+`TRIGGERS_API_TOKEN_FILE`, but the probes `/healthz` and `/readyz`; changes need one
+of `TRIGGERS_API_WRITE_TOKEN_FILE` when that is set. Instants are RFC 3339 UTC with
+`Z`.
 """
 
 
@@ -46,6 +49,7 @@ def build_app(services: ApiServices, config: ApiConfig) -> FastAPI:
     app.state.services = services
     app.state.config = config
     app.include_router(router)
+    app.include_router(probes)
     document = APIRouter(prefix=PREFIX, route_class=ApiRoute)
 
     @document.get("/openapi.json", include_in_schema=False)

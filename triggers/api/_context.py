@@ -15,6 +15,7 @@ from triggers.alert_rules import AlertRecord
 from triggers.api._access import ApiConfig, Caller
 from triggers.clock import Clock
 from triggers.errors import ForbiddenError, UnauthenticatedError
+from triggers.probes import Probes
 from triggers.runner.runs import RunControls
 from triggers.store.audit_log import AuditLog
 from triggers.store.protocol import TriggerStore
@@ -54,6 +55,8 @@ class ApiServices:
     """Where the database is, its password redacted (`status`)."""
     alerts: Callable[..., list[AlertRecord]] | None = None
     """The alert outbox's listing (`SqlAlertOutbox.list`); None: no outbox."""
+    probes: Probes | None = None
+    """`/healthz` and `/readyz` (`triggers.probes`); None: no scheduler, both answer 503."""
 
 
 def _services(request: Request) -> ApiServices:

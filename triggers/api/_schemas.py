@@ -334,3 +334,33 @@ class RunStatus(Document):
     status: str
     error: str | None
     settled_at: Instant | None
+
+
+class HealthDocument(Document):
+    status: Literal["ok", "failing"]
+    failing: list[str] | None = Field(default=None, description="`ticks`, when failing.")
+    reason: str | None = Field(default=None, description="Why it fails, in words.")
+    last_tick_at: Instant | None = Field(
+        default=None, description="When the scheduler last finished a tick (null: not yet)."
+    )
+    tick_age_s: float | None = Field(default=None, description="Seconds since that tick.")
+    limit_s: float | None = Field(default=None, description="The age past which it fails.")
+
+
+class ProbeCheck(Document):
+    ok: bool
+    reason: str | None = Field(default=None, description="Why it fails, in words.")
+
+
+class ReadinessDocument(Document):
+    status: Literal["ok", "failing"]
+    failing: list[str] | None = Field(
+        default=None, description="The checks that fail: `store`, `declarations`."
+    )
+    reason: str | None = None
+    checks: dict[str, ProbeCheck] | None = Field(
+        default=None,
+        description="`store` (answers a query within 2 s) and `declarations` (the last "
+        "apply succeeded; `result` is `applied`, `unchanged`, `refused`, `failed`, or "
+        "null without a declarations file).",
+    )
