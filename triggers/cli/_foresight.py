@@ -21,7 +21,7 @@ from triggers.cli._common import (
     output_of,
     quiet_logging,
 )
-from triggers.cli._output import JsonOpt, OutputOpt, emit, table
+from triggers.cli._output import JsonOpt, Output, OutputOpt, emit, table
 from triggers.clock import iso
 from triggers.documents import next_json
 from triggers.durations import format_duration
@@ -184,6 +184,12 @@ def simulate(
             show_default=False,
         ),
     ] = None,
+    alerts: Annotated[
+        bool,
+        typer.Option(
+            "--alerts", help="Print the alerts the ledger would raise (none is sent) instead."
+        ),
+    ] = False,
     as_json: JsonOpt = False,
     output: OutputOpt = None,
 ) -> None:
@@ -214,10 +220,53 @@ def simulate(
         result = run(scenario)
         if picture is not None:
             _draw(scenario, result, picture)
+        if alerts:
+            _alerts(scenario, result, shape)
+            return
         if shape.machine:
             emit([fire_json(record) for record in result.records], shape)
             return
         _simulation_table(result)
+        _alerts_said(scenario, result)
+
+
+def _alerts(scenario: Scenario, result: SimulationResult, shape: Output) -> None:
+    from triggers.alert_rules import alert_payload, alert_text  # noqa: PLC0415
+    from triggers.simulation import forecast_alerts  # noqa: PLC0415
+
+    found = forecast_alerts(result.records, scenario, end_at=result.end_at)
+    if shape.machine:
+        emit([{**alert_payload(a.facts), "to": list(a.channels)} for a in found], shape)
+        return
+    table(
+        ["AT", "EVENT", "TRIGGER", "TO", "TEXT"],
+        [
+            [
+                iso(a.facts.at),
+                a.facts.event.value,
+                a.facts.trigger_id,
+                ",".join(a.channels),
+                alert_text(a.facts),
+            ]
+            for a in found
+        ],
+    )
+    sys.stdout.write(f"{len(found)} alerts would be raised; none is sent by a simulation\n")
+
+
+def _alerts_said(scenario: Scenario, result: SimulationResult) -> None:
+    """Under the ledger, for a file that declares alerts: how many it would raise."""
+    if not any(spec.alert is not None for spec in scenario.specs):
+        return
+    from triggers.simulation import forecast_alerts  # noqa: PLC0415
+
+    found = forecast_alerts(result.records, scenario, end_at=result.end_at)
+    counts: dict[str, int] = {}
+    for alert in found:
+        counts[alert.facts.event.value] = counts.get(alert.facts.event.value, 0) + 1
+    said = ", ".join(f"{n} {event}" for event, n in sorted(counts.items(), key=lambda i: -i[1]))
+    more = ": --alerts lists them" if found else ""
+    sys.stdout.write(f"would alert: {len(found)}{f' ({said})' if said else ''}{more}\n")
 
 
 def _draw(scenario: Scenario, result: SimulationResult, path: Path) -> None:

@@ -6,6 +6,7 @@ the memory store and a runner whose runs only take time. Nothing is executed and
 no real store is opened.
 """
 
+from triggers.simulation._alerts import ForecastAlert, forecast_alerts
 from triggers.simulation._driver import simulate
 from triggers.simulation._scenario import (
     DEFAULT_DURATION,
@@ -23,9 +24,11 @@ __all__ = [
     "ClockJump",
     "Downtime",
     "Edit",
+    "ForecastAlert",
     "Interval",
     "Pause",
     "Scenario",
     "SimulationResult",
+    "forecast_alerts",
     "simulate",
 ]
