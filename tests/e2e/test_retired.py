@@ -4,12 +4,14 @@ say when it was retired, by which apply and revision, and when it came back."""
 from __future__ import annotations
 
 import getpass
+import json
+import signal
 import textwrap
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import Cli
+from tests.e2e.conftest import Cli, stop, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
 
@@ -130,3 +132,58 @@ def test_history_of_an_id_that_never_existed_is_refused(cli: Cli, tmp_path: Path
     assert result.returncode == 2
     assert result.stdout == ""
     assert "no trigger 'nope'" in result.stderr
+
+
+BEATING = textwrap.dedent(
+    """\
+    version: 1
+    flows:
+      noop: {steps: []}
+    triggers:
+      - {id: beat, flow: noop, every: 1s}
+      - {id: pulse, flow: noop, every: 1s}
+    """
+)
+
+
+def _history(cli: Cli, trigger_id: str) -> list[dict[str, object]]:
+    result = cli.run("history", trigger_id, "--json", check=False)
+    return json.loads(result.stdout) if result.returncode == 0 else []
+
+
+def test_a_daemon_reload_that_drops_a_trigger_is_named_as_its_retirement(
+    cli: Cli, tmp_path: Path
+) -> None:
+    config = tmp_path / "t.yaml"
+    config.write_text(BEATING)
+    daemon = cli.daemon(config, tmp_path / "d.log")
+    try:
+        wait_for(
+            lambda: any(r["outcome"] == "completed" for r in _history(cli, "beat")),
+            timeout=60,
+            what="beat's first run",
+        )
+        config.write_text(BEATING.replace("  - {id: beat, flow: noop, every: 1s}\n", ""))
+        daemon.send_signal(signal.SIGHUP)
+        rows = wait_for(
+            lambda: [r for r in _history(cli, "beat") if r["retirement"]],
+            timeout=60,
+            what="beat's retirement",
+        )
+        retirement = rows[0]["retirement"]
+        assert isinstance(retirement, dict)
+        assert "at reload" in str(retirement["note"])  # the daemon's own apply
+        # pulse goes on firing; beat's ledger stays silent after its retirement.
+        wait_for(
+            lambda: any(
+                str(r["occurrence"]) > str(retirement["at"]) for r in _history(cli, "pulse")
+            ),
+            timeout=60,
+            what="a pulse after the retirement",
+        )
+        assert all(str(r["occurrence"]) <= str(retirement["at"]) for r in _history(cli, "beat"))
+        table = cli.run("history", "beat", "--limit", "1").stdout.splitlines()
+        assert table[1].startswith(f"-- beat retired at {retirement['at']} by apply (revision 1,")
+        assert "at reload" in table[1]
+    finally:
+        assert stop(daemon) == 0
