@@ -66,12 +66,15 @@ class Lifecycle:
 
     trigger_id: str
     events: tuple[LifeEvent, ...]
+    retired: bool
+    """The trigger row's own word: whether it is retired now."""
 
     @property
     def retirement(self) -> LifeEvent | None:
-        """The retirement in force: the newest event, when it is one."""
-        newest = self.events[0] if self.events else None
-        return newest if newest and newest.milestone is Milestone.RETIRED else None
+        """The retirement in force (None while the trigger is declared)."""
+        if not self.retired:
+            return None
+        return next((e for e in self.events if e.milestone is Milestone.RETIRED), None)
 
     @property
     def revival(self) -> LifeEvent | None:
@@ -159,4 +162,4 @@ def _lifecycle(
         events.append(
             LifeEvent(milestone=Milestone.CREATED, at=trigger.created_at, revision=_FIRST_REVISION)
         )
-    return Lifecycle(trigger_id=trigger.id, events=tuple(events))
+    return Lifecycle(trigger_id=trigger.id, events=tuple(events), retired=trigger.retired)

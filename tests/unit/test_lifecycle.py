@@ -158,3 +158,14 @@ def test_lifecycles_of_many_triggers_read_the_applies_once_per_page() -> None:
     assert [e.milestone for e in found["t0"].events] == [Milestone.RETIRED, Milestone.CREATED]
     assert found["t0"].events[1].applied_by is not None  # the oldest page was read too
     assert found["t449"].events[0].at == T0 + timedelta(minutes=449)
+
+
+def test_a_declared_trigger_has_no_retirement_even_when_its_revival_went_unrecorded() -> None:
+    audit = ListedAudit()
+    audit.apply(0, added=["a"])
+    audit.apply(10, retired=["a"])  # the apply that revived it could not be recorded
+
+    life = lifecycle(audit, stored("a"))
+
+    assert life.retirement is None
+    assert [e.milestone for e in life.events] == [Milestone.RETIRED, Milestone.CREATED]
