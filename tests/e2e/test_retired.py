@@ -80,6 +80,9 @@ def test_history_and_describe_say_retired_by_which_apply_when_a_trigger_is_remov
     assert "report" in table[2]
     assert table[2].split()[2] == "launching"
     assert table[3].startswith("-- report created at ")
+    # A window that starts after the retirement holds no row, and says why.
+    later = cli.run("history", "report", "--since", "now").stdout.splitlines()
+    assert later[1:] == [table[1]]
 
     whole = cli.json("describe", "report")
     assert whole["state"] == "retired"

@@ -205,14 +205,20 @@ def with_life_events(
 ) -> list[list[Any] | str]:
     """`history ID`'s table: the ledger rows, newest first, and between them where they
     fell the trigger's retirements, revivals and creation, within the rows' window (all
-    of it back to `since` when the rows were not `cut` by the limit)."""
+    of it back to `since` when the rows were not `cut` by the limit); the retirement in
+    force is shown for any window that ends after it."""
     if cut and rows:
         since = max(since, rows[-1].occurrence_at) if since else rows[-1].occurrence_at
+    in_force = life.retirement if life else None
     events = [
         event
         for event in (life.events if life else ())
         if event.at is None
-        or ((since is None or event.at >= since) and (until is None or event.at <= until))
+        or (
+            (until is None or event.at <= until)
+            # A retirement in force explains every later window, however late it starts.
+            and (since is None or event.at >= since or event is in_force)
+        )
     ]
     shown_rows: list[list[Any] | str] = []
     pending = list(events)
