@@ -18,6 +18,7 @@ from triggers.waits import wait_json
 
 if TYPE_CHECKING:
     from triggers.inspection import DaemonView, StatusReport, TriggerDescription
+    from triggers.lifecycle import Lifecycle, LifeEvent
     from triggers.model import FireRecord, Trigger
     from triggers.scheduler.forecast import Forecast, UpcomingFire
     from triggers.services import TriggerView
@@ -50,6 +51,16 @@ def plain(value: Any) -> Any:
 def fire_json(record: FireRecord) -> dict[str, Any]:
     """A ledger row, as `history --json` lists them (`FireRecord.to_json`)."""
     return record.to_json()
+
+
+def history_json(record: FireRecord, life: Lifecycle | None) -> dict[str, Any]:
+    """A ledger row as `history --json` lists it: `fire_json`, plus the trigger's
+    `retirement` in force (the ledger's last word on a trigger no longer declared) and
+    its latest `revival`, each null when there is none."""
+    return fire_json(record) | {
+        "retirement": _event_json(life.retirement if life else None),
+        "revival": _event_json(life.revival if life else None),
+    }
 
 
 def trigger_json(view: TriggerView) -> dict[str, Any]:
@@ -121,6 +132,9 @@ def describe_json(found: TriggerDescription) -> dict[str, Any]:
         "paused_by": _actor_json(found.paused_by) if found.paused_by else None,
         "blocked_by": trigger.blocked_by,
         "retired": trigger.retired,
+        "retirement": _event_json(found.lifecycle.retirement),
+        "revival": _event_json(found.lifecycle.revival),
+        "lifecycle": [event.to_json() for event in found.lifecycle.events],
         "watermark": iso(trigger.watermark_at),
         "runs_launched": trigger.runs_launched,
         "active_runs": found.active_runs,
@@ -156,6 +170,10 @@ def entry_json(entry: AuditEntry) -> dict[str, Any]:
         "note": entry.note,
         "changes": dict(entry.changes),
     }
+
+
+def _event_json(event: LifeEvent | None) -> dict[str, Any] | None:
+    return None if event is None else event.to_json()
 
 
 def _actor_json(entry: AuditEntry) -> dict[str, Any]:

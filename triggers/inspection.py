@@ -17,6 +17,7 @@ from looms_runtime.host import ProcessId
 from triggers import services
 from triggers.diffs import FieldChange, declaration_view, field_changes
 from triggers.errors import TriggersError
+from triggers.lifecycle import Lifecycle, lifecycle
 from triggers.model import FireRecord, Trigger, TriggerSpec
 from triggers.store.audit_log import ActionKind, AuditEntry, AuditLog, AuditQuery
 from triggers.store.protocol import Heartbeat, HistoryQuery, TriggerReads, silence_limit
@@ -68,6 +69,8 @@ class TriggerDescription:
     """Why no fire follows `next_fires` (`paused`, `max_runs`, ...; see `triggers next`)."""
     active_runs: list[str]
     actions: list[AuditEntry]
+    lifecycle: Lifecycle
+    """When it was created, retired and revived, and by which apply."""
 
 
 def describe_trigger(
@@ -98,6 +101,7 @@ def describe_trigger(
         no_next_fire=no_next_fire,
         active_runs=[run.run_id for run in store.active_runs() if run.trigger_id == trigger_id],
         actions=entries[:actions],
+        lifecycle=lifecycle(audit, trigger),
     )
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -45,9 +45,11 @@ from triggers.store.protocol import (
 
 if TYPE_CHECKING:
     from triggers.declarations import Declarations
+    from triggers.lifecycle import Lifecycle
     from triggers.scheduler.backfill import BackfillResult
     from triggers.scheduler.forecast import Forecast, UpcomingFire
     from triggers.scheduler.occurrences import CompiledSchedule
+    from triggers.store.audit_log import AuditLog
 
 # The scheduler's modules are imported by the functions that use them: `triggers list`
 # on a store without triggers, and `--help`, never need the cron machinery.
@@ -210,6 +212,24 @@ def history(store: TriggerReads, query: HistoryQuery) -> list[FireRecord]:
     if query.trigger_id is not None:
         require_trigger(store, query.trigger_id)
     return store.history(query)
+
+
+def history_lifecycles(
+    store: TriggerReads,
+    audit: AuditLog,
+    records: Sequence[FireRecord],
+    *,
+    trigger_id: str | None = None,
+) -> dict[str, Lifecycle]:
+    """The lifecycle (created, retired, revived) of each trigger of `records`, and of
+    `trigger_id`'s even when it has none."""
+    ids = {record.trigger_id for record in records} | ({trigger_id} if trigger_id else set())
+    if not ids:
+        return {}
+    from triggers.lifecycle import lifecycles  # noqa: PLC0415 (loaded by history alone)
+
+    stored = [row for row in store.list_triggers(ids=sorted(ids)) if isinstance(row, Trigger)]
+    return lifecycles(audit, stored)
 
 
 def require_trigger(store: TriggerReads, trigger_id: str) -> Trigger:

@@ -114,6 +114,29 @@ def test_apply_keeps_pause_and_revives_retired_trigger_without_debt(store: Trigg
     assert b.watermark_at == T0 + timedelta(hours=5)
 
 
+def test_retire_and_revive_keep_created_at_and_the_revision_the_lifecycle_reads(
+    store: TriggerStore,
+) -> None:
+    # `triggers.lifecycle` tells a trigger's life from these: a first declaration is
+    # revision 1, created_at survives a retirement and a revival, a retirement keeps the
+    # revision, and a revival bumps it only when the declaration changed.
+    store.apply([spec("a"), spec("b")], now=T0)
+    retired = store.apply([spec("a")], now=T0 + timedelta(hours=1))
+    assert retired.retired == ["b"]
+    b = store.get_trigger("b")
+    assert b is not None and b.retired
+    assert (b.revision, b.created_at) == (1, T0)
+    store.apply([spec("a"), spec("b")], now=T0 + timedelta(hours=2))
+    b = store.get_trigger("b")
+    assert b is not None and not b.retired
+    assert (b.revision, b.created_at) == (1, T0)
+    store.apply([spec("a")], now=T0 + timedelta(hours=3))
+    store.apply([spec("a"), spec("b", every=timedelta(seconds=30))], now=T0 + timedelta(hours=4))
+    b = store.get_trigger("b")
+    assert b is not None and not b.retired
+    assert (b.revision, b.created_at) == (2, T0)
+
+
 def test_claim_fires_then_skips_overlap_and_advances_watermark(store: TriggerStore) -> None:
     store.apply([spec("a", overlap=Overlap.SKIP)], now=T0)
     first = claim(store, "a", 1)

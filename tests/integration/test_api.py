@@ -14,12 +14,14 @@ import pytest
 from structlog.testing import capture_logs
 
 from looms_runtime.records import StartRequest
-from tests.api_support import READ_TOKEN, Api, served_api
-from triggers import services
+from tests.api_support import DECLARATIONS, READ_TOKEN, Api, served_api
+from triggers import actions, services
 from triggers.clock import SystemClock
+from triggers.declarations import parse_declarations
 from triggers.documents import describe_json, fire_json, triggers_json
 from triggers.errors import StoreUnavailableError
 from triggers.inspection import describe_trigger
+from triggers.store.audit_log import Actor
 from triggers.store.protocol import HistoryQuery
 from triggers.store.sql_audit import SqlAuditLog
 
@@ -86,12 +88,50 @@ def test_queries_answer_the_documents_of_the_cli(api: Api) -> None:
     assert "out of range" in far.json()["error"]["message"]
 
     api.post("/triggers/nightly/fire", {"key": "one"})
-    rows = [fire_json(r) for r in store.history(HistoryQuery(limit=10))]
+    rows = [
+        fire_json(r) | {"retirement": None, "revival": None}
+        for r in store.history(HistoryQuery(limit=10))
+    ]
     assert api.get("/history") == rows
     assert api.get("/triggers/nightly/history", outcome="launching", since="1h ago") == rows
     assert api.get("/history", outcome="failed") == []
     assert api.get("/history", until="yesterday") == []
     assert api.get("/triggers/gated/history") == []
+
+
+def test_history_and_describe_of_a_retired_trigger_name_the_apply_that_retired_it(
+    api: Api,
+) -> None:
+    api.post("/triggers/gated/fire", {"key": "before"})
+    without_gated = parse_declarations(
+        DECLARATIONS.replace("  - {id: gated, flow: gated, every: 1d}\n", ""),
+        source="triggers.yaml",
+    )
+    assert [t.id for t in without_gated.triggers] == ["nightly"]
+    actions.apply(
+        api.backend.store,
+        SqlAuditLog(api.backend.db),
+        api.backend.runtime.register_flow,
+        without_gated,
+        now=SystemClock().now(),
+        actor=Actor(host="ops-host", user="ops"),
+        note="gated is gone",
+    )
+
+    [row] = api.get("/triggers/gated/history")
+    retirement = row["retirement"]
+    assert (retirement["event"], retirement["revision"]) == ("retired", 1)
+    assert (retirement["user"], retirement["host"], retirement["note"]) == (
+        "ops",
+        "ops-host",
+        "gated is gone",
+    )
+    assert retirement["at"] > row["occurrence"]
+    assert api.get("/history") == [row]
+    described = api.get("/triggers/gated")
+    assert described["retirement"] == retirement
+    assert [e["event"] for e in described["lifecycle"]] == ["retired", "created"]
+    assert described["lifecycle"][1]["user"] == "tester"
 
 
 def test_a_fire_retried_with_its_key_claims_once_and_records_the_caller(api: Api) -> None:

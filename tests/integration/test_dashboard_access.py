@@ -17,11 +17,16 @@ import httpx
 import pytest
 from structlog.testing import capture_logs
 
-from tests.api_support import READ_TOKEN, WRITE_TOKEN, Api, served_api
+from tests.api_support import DECLARATIONS, READ_TOKEN, WRITE_TOKEN, Api, served_api
+from triggers import actions
 from triggers.addresses import ListenAddress
 from triggers.api import api_config
+from triggers.clock import SystemClock
+from triggers.declarations import parse_declarations
 from triggers.errors import ConfigError
 from triggers.settings import Settings
+from triggers.store.audit_log import Actor
+from triggers.store.sql_audit import SqlAuditLog
 
 PAGES = ["/", "/triggers", "/triggers/nightly", "/audit", "/status"]
 
@@ -189,3 +194,24 @@ def test_a_refresh_of_an_unchanged_page_is_answered_304_until_it_changes(api: Ap
         changed = client.get("/triggers/nightly", headers={"If-None-Match": trigger})
         assert changed.status_code == 200 and "maintenance" in changed.text
         assert changed.headers["etag"] != trigger
+
+
+def test_a_retired_trigger_page_says_which_apply_retired_it(api: Api) -> None:
+    text = DECLARATIONS.replace("  - {id: gated, flow: gated, every: 1d}\n", "")
+    actions.apply(
+        api.backend.store,
+        SqlAuditLog(api.backend.db),
+        api.backend.runtime.register_flow,
+        parse_declarations(text, source="triggers.yaml"),
+        now=SystemClock().now(),
+        actor=Actor(host="ops-host", user="ops"),
+        note="gated is gone",
+    )
+    with _signed_in(api, READ_TOKEN) as client:
+        page = client.get("/triggers/gated")
+        declared = client.get("/triggers/nightly")
+    assert page.status_code == 200
+    note = re.search(r'id="retired-note">(.*?)</p>', page.text, flags=re.DOTALL)
+    assert note, page.text
+    assert "by apply (revision 1, by ops@ops-host: “gated is gone”)" in note.group(1)
+    assert 'id="retired-note"' not in declared.text

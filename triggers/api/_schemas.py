@@ -147,6 +147,27 @@ class FireRow(Document):
     )
 
 
+class LifeEventRow(Document):
+    event: str = Field(description="`created`, `retired` or `revived`.")
+    at: Instant | None = Field(
+        description="When; null for a retirement whose apply the audit log no longer holds."
+    )
+    revision: int | None = Field(description="The trigger's revision in force from then on.")
+    action_id: int | None = Field(description="The apply's id in the audit log.")
+    host: str | None
+    user: str | None
+    note: str | None
+
+
+class HistoryRow(FireRow):
+    retirement: LifeEventRow | None = Field(
+        default=None, description="The trigger's retirement in force; null while declared."
+    )
+    revival: LifeEventRow | None = Field(
+        default=None, description="The trigger's latest return after a retirement, if any."
+    )
+
+
 class AlertRow(Document):
     id: str = Field(description="The alert's stable id (the webhook's `Idempotency-Key`).")
     channel: str
@@ -220,6 +241,11 @@ class TriggerDescription(Document):
     paused_by: ActorAt | None
     blocked_by: str | None
     retired: bool
+    retirement: LifeEventRow | None = None
+    revival: LifeEventRow | None = None
+    lifecycle: list[LifeEventRow] = Field(
+        default_factory=list, description="Created, retired and revived, newest first."
+    )
     watermark: Instant
     runs_launched: int
     active_runs: list[str]

@@ -20,7 +20,7 @@ from triggers.api._schemas import (
     AuditRow,
     FireBody,
     Fired,
-    FireRow,
+    HistoryRow,
     NextFire,
     NoteBody,
     Paused,
@@ -33,8 +33,8 @@ from triggers.arguments import audit_query, history_query, parse_overlap
 from triggers.documents import (
     describe_json,
     entry_json,
-    fire_json,
     fired_json,
+    history_json,
     next_json,
     paused_json,
     triggers_json,
@@ -121,10 +121,12 @@ def _history(
         limit=limit,
         now=ctx.clock.now(),
     )
-    return Json([fire_json(record) for record in services.history(ctx.store, query)])
+    records = services.history(ctx.store, query)
+    lives = services.history_lifecycles(ctx.store, ctx.audit, records, trigger_id=trigger_id)
+    return Json([history_json(record, lives.get(record.trigger_id)) for record in records])
 
 
-@router.get("/history", response_model=list[FireRow], tags=["history"])
+@router.get("/history", response_model=list[HistoryRow], tags=["history"])
 def history(
     ctx: Services,
     _caller: Reader,
@@ -137,7 +139,7 @@ def history(
     return _history(ctx, None, outcome, since, until, limit)
 
 
-@router.get("/triggers/{trigger_id}/history", response_model=list[FireRow], tags=["history"])
+@router.get("/triggers/{trigger_id}/history", response_model=list[HistoryRow], tags=["history"])
 def trigger_history(
     ctx: Services,
     _caller: Reader,

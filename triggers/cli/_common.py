@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -25,6 +25,7 @@ from triggers.errors import ExitCode, TriggersError
 from triggers.times import parse_time, relative_time, show_time
 
 if TYPE_CHECKING:
+    from triggers.lifecycle import Lifecycle, LifeEvent
     from triggers.model import FireRecord
     from triggers.settings import Settings
 
@@ -177,3 +178,59 @@ FIRE_HEADERS = [
     "ended",
     "error",
 ]
+
+
+def life_event_text(event: LifeEvent) -> str:
+    """`retired at 01:55:01 by apply (revision 4, by ops@host)`, as `history` and
+    `describe` say it."""
+    entry = event.applied_by
+    revision = f"revision {event.revision}" if event.revision is not None else "revision ?"
+    if event.at is None:
+        return f"{event.milestone.value} ({revision}; its apply is no longer in the audit log)"
+    if entry is None:
+        return f"{event.milestone.value} at {shown(event.at)} ({revision})"
+    note = f": {entry.note}" if entry.note else ""
+    who = f"{entry.actor.user}@{entry.actor.host}"
+    return f"{event.milestone.value} at {shown(event.at)} by apply ({revision}, by {who}{note})"
+
+
+def with_life_events(
+    trigger_id: str,
+    rows: Sequence[FireRecord],
+    life: Lifecycle | None,
+    *,
+    since: datetime | None,
+    until: datetime | None,
+    cut: bool,
+) -> list[list[Any] | str]:
+    """`history ID`'s table: the ledger rows, newest first, and between them where they
+    fell the trigger's retirements, revivals and creation, within the rows' window (all
+    of it back to `since` when the rows were not `cut` by the limit); the retirement in
+    force is shown for any window that ends after it."""
+    if cut and rows:
+        since = max(since, rows[-1].occurrence_at) if since else rows[-1].occurrence_at
+    in_force = life.retirement if life else None
+    events = [
+        event
+        for event in (life.events if life else ())
+        if event.at is None
+        or (
+            (until is None or event.at <= until)
+            # A retirement in force explains every later window, however late it starts.
+            and (since is None or event.at >= since or event is in_force)
+        )
+    ]
+    shown_rows: list[list[Any] | str] = []
+    pending = list(events)
+    for record in rows:
+        while pending and (pending[0].at is None or pending[0].at > record.occurrence_at):
+            shown_rows.append(_life_line(trigger_id, pending.pop(0)))
+        shown_rows.append(fire_table_row(record))
+    shown_rows.extend(_life_line(trigger_id, event) for event in pending)
+    return shown_rows
+
+
+def _life_line(trigger_id: str, event: LifeEvent) -> str:
+    retired = event.milestone.value == "retired"
+    tail = "; no longer declared: no occurrence after it is decided" if retired else ""
+    return f"-- {trigger_id} {life_event_text(event)}{tail}"

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Annotated
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -17,10 +18,14 @@ from triggers.cli._common import (
     fire_table_row,
     instant,
     output_of,
+    with_life_events,
 )
 from triggers.cli._output import JsonOpt, OutputOpt, emit, listing, table
 from triggers.clock import iso
-from triggers.documents import fire_json, fired_json
+from triggers.documents import fired_json, history_json
+
+if TYPE_CHECKING:
+    from triggers.model import FireRecord
 
 IdArg = Annotated[str, typer.Argument(metavar="ID")]
 NoteOpt = Annotated[str | None, typer.Option(help="Why: kept in the audit log.")]
@@ -57,12 +62,29 @@ def history(
         )
         with open_reads() as reads:
             records = services.history(reads.store, query)
+            shown_records = records[:limit]
+            lives = services.history_lifecycles(
+                reads.store, reads.audit, shown_records, trigger_id=trigger_id
+            )
+
+        def rows(shown: Sequence[FireRecord]) -> list[list[Any] | str]:
+            if trigger_id is None:
+                return [fire_table_row(record) for record in shown]
+            return with_life_events(
+                trigger_id,
+                shown,
+                lives.get(trigger_id),
+                since=query.since,
+                until=query.until,
+                cut=len(records) > limit,
+            )
+
         listing(
             records,
             shape,
             limit=limit,
-            to_json=fire_json,
-            to_table=lambda shown: table(FIRE_HEADERS, [fire_table_row(r) for r in shown]),
+            to_json=lambda record: history_json(record, lives.get(record.trigger_id)),
+            to_table=lambda shown: table(FIRE_HEADERS, rows(shown)),
             what="ledger rows",
         )
 

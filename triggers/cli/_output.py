@@ -53,13 +53,23 @@ def emit(document: Any, output: Output = Output.JSON) -> None:
     sys.stdout.write(json.dumps(document, indent=2, default=str) + "\n")
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
-    """Aligned columns under upper-case headers; None shows as an empty cell."""
-    cells = [[("" if v is None else str(v)) for v in row] for row in rows]
-    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any] | str]) -> None:
+    """Aligned columns under upper-case headers; None shows as an empty cell. A row that
+    is a string is a line of its own among the rows, outside the columns."""
+    cells = [
+        row if isinstance(row, str) else [("" if v is None else str(v)) for v in row]
+        for row in rows
+    ]
+    widths = [
+        max([len(h)] + [len(r[i]) for r in cells if not isinstance(r, str)])
+        for i, h in enumerate(headers)
+    ]
     line = "  ".join(h.upper().ljust(w) for h, w in zip(headers, widths, strict=True))
     sys.stdout.write(line.rstrip() + "\n")
     for row in cells:
+        if isinstance(row, str):
+            sys.stdout.write(row + "\n")
+            continue
         sys.stdout.write(
             "  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() + "\n"
         )

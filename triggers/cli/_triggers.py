@@ -14,6 +14,7 @@ from triggers.cli._common import (
     clock,
     errors,
     fire_table_row,
+    life_event_text,
     output_of,
     quiet_logging,
     shown,
@@ -121,6 +122,12 @@ def _describevalue_text(found: TriggerDescription, *, now: datetime) -> None:
 
     trigger, write = found.trigger, sys.stdout.write
     write(f"trigger {trigger.id} (revision {trigger.revision}): {found.state}\n")
+    life = found.lifecycle
+    for event in (life.retirement, life.revival):
+        if event is not None:
+            write(f"  {life_event_text(event)}\n")
+    created = life.events[-1]
+    write(f"  {life_event_text(created)}\n")
     if trigger.paused:
         who = (
             f" by {found.paused_by.actor.user}@{found.paused_by.actor.host}"
