@@ -9,11 +9,28 @@ process of the earlier boot can still run.
 
 from __future__ import annotations
 
+import ctypes
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 BOOT_ID_PATH = Path("/proc/sys/kernel/random/boot_id")
+_PR_SET_DUMPABLE = 4
+
+
+def forbid_inspection() -> bool:
+    """Make this process undumpable (prctl PR_SET_DUMPABLE 0): another process of the
+    same user, a step among them, can no longer read its /proc/PID/environ or memory
+    nor attach a debugger, and it leaves no core dump with its secrets. The commands it
+    starts are not affected (exec resets it). False where it could not be done."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
 
 
 def boot_id() -> str:

@@ -37,6 +37,7 @@ the running ones end.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import fcntl
 import importlib.util
 import json
@@ -63,6 +64,15 @@ MAX_MESSAGE = 256 * 1024 * 1024
 _UCRED = struct.Struct("3i")
 _ADDRESS_BYTES = 100
 """A socket's path is limited to 107 bytes (and 100 keeps a margin)."""
+
+
+def _forbid_inspection() -> None:
+    """Undumpable, as `looms_runtime.host.forbid_inspection` makes the runtime's process
+    (this file loads no module of the package): the steps it starts, of its user, cannot
+    read its memory, where their secrets pass."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE
 
 
 def _say(message: str) -> None:
@@ -374,6 +384,7 @@ def main(argv: list[str]) -> int:
     if os.fork():
         os._exit(0)
     os.chdir("/")
+    _forbid_inspection()
     try:
         listener = _listen(root)
         os.write(ready_fd, b"ready\n" if listener is not None else b"exists\n")

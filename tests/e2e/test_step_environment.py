@@ -6,6 +6,8 @@ A step once inherited the daemon's whole environment: `env` in a step recorded
 
 from __future__ import annotations
 
+import json
+import os
 import textwrap
 from pathlib import Path
 
@@ -122,3 +124,49 @@ def test_secrets_reach_the_step_and_are_redacted_from_what_is_recorded(
         data = path.read_bytes()
         assert b"correct-horse-battery" not in data, path
         assert b"tok-0123456789" not in data, path
+
+
+PEEK_SCRIPT = (
+    'for p in $(pgrep -f "triggers run --config"); do echo "pid $p"; '
+    'tr "\\0" "\\n" < /proc/$p/environ; done; true'
+)
+
+
+def test_a_step_of_the_daemons_own_user_cannot_read_the_daemons_environment(
+    cli: Cli, tmp_path: Path
+) -> None:
+    # A step runs as the daemon's user: /proc/DAEMON/environ is that user's to read
+    # unless the daemon forbids it.
+    if os.geteuid() == 0:
+        pytest.skip(
+            "root reads every process's /proc files: tests/integration/test_undumpable.py "
+            "checks the daemon's and the supervisor's code as nobody"
+        )
+    argv = ["sh", "-c", PEEK_SCRIPT]
+    config = tmp_path / "peek.yaml"
+    config.write_text(
+        "version: 1\n"
+        f"flows: {{peek: {{steps: [{{id: peek, run: {json.dumps(argv)}}}]}}}}\n"
+        "triggers: [{id: peek, flow: peek, every: 1d}]\n"
+    )
+    cli.env["PGPASSWORD"] = "the-daemons-database-password"
+    cli.run("apply", str(config))
+    log = tmp_path / "d.log"
+    daemon = cli.daemon(config, log)
+    try:
+        cli.run("fire", "peek")
+
+        def output() -> str | None:
+            rows = [r for r in cli.json("history", "peek") if r["outcome"] == "completed"]
+            if not rows:
+                return None
+            [attempt] = cli.json("runs", "logs", rows[0]["run_id"], "peek")
+            return f"{attempt['stdout']}{attempt['stderr']}"
+
+        seen = wait_for(output, timeout=60, what="the step's output")
+    finally:
+        assert stop(daemon) == 0
+    assert f"pid {daemon.pid}" in seen, seen  # it found the daemon and tried
+    assert "the-daemons-database-password" not in seen
+    assert "TRIGGERS_DATABASE_URL" not in seen
+    assert "Permission denied" in seen or "Operation not permitted" in seen, seen
