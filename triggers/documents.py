@@ -12,7 +12,7 @@ from dataclasses import asdict, is_dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from triggers.clock import iso
+from triggers.clock import from_ms, iso
 from triggers.step_output import attempt_outputs, step_states
 from triggers.waits import wait_json
 
@@ -45,6 +45,29 @@ def plain(value: Any) -> Any:
         return [plain(item) for item in value]
     if isinstance(value, datetime):
         return opt_iso(value)
+    return value
+
+
+def event_json(event: Any) -> dict[str, Any]:
+    """A run's event, as `runs events --json` lists them: `plain`, and the instants in
+    its payload (`dispatched_at`, `until`, ...: epoch milliseconds in the log) as RFC
+    3339 too, to the millisecond, so nothing is lost."""
+    document: dict[str, Any] = plain(event)
+    document["payload"] = _payload_instants(document.get("payload"))
+    return document
+
+
+def _payload_instants(value: Any, key: str = "") -> Any:
+    if isinstance(value, dict):
+        return {name: _payload_instants(item, name) for name, item in value.items()}
+    if isinstance(value, list):
+        return [_payload_instants(item) for item in value]
+    instant = key.endswith("_at") or key == "until"
+    if instant and isinstance(value, int) and not isinstance(value, bool):
+        try:
+            return iso(from_ms(value))
+        except (OverflowError, ValueError, OSError):
+            return value  # not an instant after all: as it is
     return value
 
 

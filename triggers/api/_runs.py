@@ -26,7 +26,7 @@ from triggers.api._schemas import (
     SignalBody,
     one_of,
 )
-from triggers.documents import MAX_COUNT, plain, run_json, run_row_json
+from triggers.documents import MAX_COUNT, event_json, plain, run_json, run_row_json
 from triggers.step_output import attempt_outputs, step_attempts
 from triggers.waits import waits_by_run
 
@@ -72,7 +72,8 @@ def events(
     ] = None,
 ) -> Json:
     """A run's event log, oldest first (`triggers runs events RUN --json`)."""
-    return Json(plain(ctx.runs.get_events(run_id, from_seq=from_seq, limit=limit)))
+    found = ctx.runs.get_events(run_id, from_seq=from_seq, limit=limit)
+    return Json([event_json(event) for event in found])
 
 
 @router.get("/runs/{run_id}/logs", response_model=list[AttemptRow], tags=["runs"])

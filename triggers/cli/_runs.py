@@ -18,7 +18,7 @@ from triggers.cli._app import runs_app
 from triggers.cli._backend import actor, open_reads, open_runtime
 from triggers.cli._common import clock, errors, output_of, quiet_logging, shown
 from triggers.cli._output import JsonOpt, Output, OutputOpt, emit, listing, table
-from triggers.documents import MAX_COUNT, plain, run_json, run_row_json
+from triggers.documents import MAX_COUNT, event_json, plain, run_json, run_row_json
 from triggers.errors import InputError
 from triggers.step_output import attempt_outputs, step_attempts, step_states, tail
 from triggers.waits import decision_lines, waiting_text, waits_by_run
@@ -218,8 +218,9 @@ def events(
     with errors(shape), open_reads() as reads:
         found = reads.runs.get_events(run_id, from_seq=from_seq, limit=limit)
         if shape.machine:
-            emit([plain(event) for event in found], shape)
+            emit([event_json(event) for event in found], shape)
             return
+        documents = [event_json(event) for event in found]
         table(
             ["seq", "at", "type", "payload"],
             [
@@ -227,9 +228,9 @@ def events(
                     e.seq,
                     shown(e.created_at),
                     e.type,
-                    json.dumps(plain(e.payload), sort_keys=True)[:120],
+                    json.dumps(document["payload"], sort_keys=True)[:120],
                 ]
-                for e in found
+                for e, document in zip(found, documents, strict=True)
             ],
         )
 

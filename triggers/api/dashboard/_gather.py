@@ -18,6 +18,7 @@ from triggers.clock import iso
 from triggers.documents import (
     describe_json,
     entry_json,
+    event_json,
     fire_json,
     plain,
     run_json,
@@ -154,7 +155,7 @@ def run_page(ctx: ApiServices, run_id: str) -> dict[str, Any]:
     events = ctx.runs.get_events(run_id)
     document = run_json(info, events)
     document["attempts"] = [attempt.to_json() for attempt in attempt_outputs(events)]
-    document["events"] = plain(list(events[-EVENTS_SHOWN:]))
+    document["events"] = [event_json(event) for event in events[-EVENTS_SHOWN:]]
     document["events_hidden"] = max(len(events) - EVENTS_SHOWN, 0)
     document["waiting_for"] = waiting_signals(events)
     document["decisions"] = [
