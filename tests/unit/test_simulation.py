@@ -249,3 +249,21 @@ def test_a_simulation_keeps_what_the_process_froze_frozen() -> None:
         assert gc.get_freeze_count() > 0 and gc.isenabled()
     finally:
         gc.unfreeze()
+
+
+def test_a_duration_longer_than_a_triggers_period_is_warned_about() -> None:
+    scenario = Scenario(
+        specs=[spec("hourly", every=HOUR), spec("daily", cron="0 6 * * *")],
+        start_at=T0,
+        end_at=T0 + DAY,
+        default_duration=90 * MINUTE,
+        durations={"daily": 2 * HOUR},
+    )
+
+    assert scenario.warnings() == [
+        "--duration 1h30m: longer than hourly's period (1h from 2027-03-01T01:00:00.000Z): "
+        "its next occurrences meet its overlap policy (skip)"
+    ]
+    assert (
+        Scenario(specs=[spec("hourly", every=HOUR)], start_at=T0, end_at=T0 + DAY).warnings() == []
+    )

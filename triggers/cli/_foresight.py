@@ -217,6 +217,8 @@ def simulate(
         )
         from triggers.simulation import simulate as run  # noqa: PLC0415
 
+        for warning in scenario.warnings():
+            sys.stderr.write(f"warning: {warning}\n")
         result = run(scenario)
         if picture is not None:
             _draw(scenario, result, picture)

@@ -115,6 +115,34 @@ class Scenario:
     def duration_of(self, trigger_id: str) -> timedelta:
         return self.durations.get(trigger_id, self.default_duration)
 
+    def warnings(self) -> list[str]:
+        """A run longer than its trigger's period, said before the ledger shows its
+        skips (or buffers): a duration given for all may fit one trigger, not another."""
+        from triggers.durations import format_duration  # noqa: PLC0415
+        from triggers.scheduler.occurrences import (  # noqa: PLC0415
+            compile_schedule,
+            next_occurrences,
+        )
+
+        said = []
+        for spec in self.specs:
+            duration = self.duration_of(spec.id)
+            if duration <= timedelta(0):
+                continue
+            schedule = compile_schedule(
+                spec.schedule, trigger_id=spec.id, timezone=spec.timezone, validated=True
+            )
+            first = next_occurrences(schedule, after=self.start_at, count=2)
+            if len(first) < 2 or first[1] - first[0] >= duration:  # noqa: PLR2004 - two
+                continue
+            given = f"{spec.id}=" if spec.id in self.durations else ""
+            said.append(
+                f"--duration {given}{format_duration(duration)}: longer than {spec.id}'s "
+                f"period ({format_duration(first[1] - first[0])} from {iso(first[0])}): "
+                f"its next occurrences meet its overlap policy ({spec.overlap.value})"
+            )
+        return said
+
 
 def _unknown(trigger_id: str, known: set[str]) -> str:
     names = ", ".join(sorted(known)[:20])
