@@ -217,8 +217,8 @@ def simulate(
         )
         from triggers.simulation import simulate as run  # noqa: PLC0415
 
-        for warning in scenario.warnings():
-            sys.stderr.write(f"warning: {warning}\n")
+        for warning in [] if shape.machine else scenario.warnings():
+            sys.stderr.write(f"warning: {warning}\n")  # for a reader: JSON goes on as it is
         result = run(scenario)
         if picture is not None:
             _draw(scenario, result, picture)
