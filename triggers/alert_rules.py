@@ -179,7 +179,8 @@ def alert_text(facts: AlertFacts) -> str:
         case AlertEvent.FAILED:
             first = (facts.error or "").strip().splitlines()[-1:] or [""]
             detail = f": {first[0][:200]}" if first[0] else ""
-            return f"{head} failed (occurrence {occurrence}, run {facts.run_id}){detail}"
+            run = f", run {facts.run_id}" if facts.run_id else ", no run started"
+            return f"{head} failed (occurrence {occurrence}{run}){detail}"
         case AlertEvent.RECOVERED:
             return f"{head} recovered: run {facts.run_id} completed (occurrence {occurrence})"
         case AlertEvent.MISSED:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 from pathlib import Path
 
 import httpx
@@ -215,3 +216,37 @@ def test_a_retired_trigger_page_says_which_apply_retired_it(api: Api) -> None:
     assert note, page.text
     assert "by apply (revision 1, by ops@ops-host: “gated is gone”)" in note.group(1)
     assert 'id="retired-note"' not in declared.text
+
+
+def test_the_overview_shows_alerts_that_did_not_reach_their_channel(api: Api) -> None:
+    from triggers.alert_rules import AlertChannel, AlertEvent, AlertFacts, AlertRule
+    from triggers.store import _alerts
+    from triggers.store.sql_alerts import SqlAlertOutbox
+
+    now = SystemClock().now()
+    hook = AlertChannel(name="hook", kind="webhook", config={"url": "http://127.0.0.1:9/x"})
+    rule = AlertRule(to=(hook,))
+    raised = [
+        (AlertFacts(event=AlertEvent.FAILED, trigger_id=tid, occurrence_at=now, at=now), rule)
+        for tid in ("nightly", "hourly", "untried")
+    ]
+    with api.backend.db.write() as conn:
+        _alerts.raise_alerts(conn, raised, now)
+    outbox = SqlAlertOutbox(api.backend.db)
+    by_trigger = {
+        r.trigger_id: r for r in outbox.claim(owner="t", now=now, lease=timedelta(minutes=1))
+    }
+    outbox.record(by_trigger["nightly"], owner="t", now=now, delivered=False, error="HTTP 500 down")
+    outbox.record(
+        by_trigger["hourly"], owner="t", now=now, delivered=False, error="refused", retry_at=now
+    )  # still retried; "untried" not tried yet: nothing wrong with it
+
+    with _signed_in(api, READ_TOKEN) as client:
+        page = client.get("/").text
+
+    assert 'id="alerts"' in page
+    section = page.split('id="alerts"')[1].split("</ul>")[0]
+    assert "nightly failed" in section and "HTTP 500 down" in section
+    assert "hourly failed" in section and "refused" in section
+    assert "untried" not in section
+    assert 'id="calm"' not in page

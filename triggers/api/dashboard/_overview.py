@@ -107,10 +107,23 @@ def late(ctx: ApiServices) -> list[dict[str, Any]]:
     return [fire_json(record) for record in found[:SHOWN]]
 
 
+FAILED_ALERTS_SHOWN_FOR = timedelta(days=1)
+"""An alert that failed for good stays on the overview this long (`alerts list` keeps it)."""
+
+
 def undelivered_alerts(ctx: ApiServices) -> list[dict[str, Any]]:
-    """Alerts not delivered yet (none: this release sends no alerts)."""
-    del ctx
-    return []
+    """Alerts that did not reach their channel: still retried after a failed attempt,
+    or failed for good in the last day; newest first."""
+    if ctx.alerts is None:
+        return []
+    since = ctx.clock.now() - FAILED_ALERTS_SHOWN_FOR
+    failed = ctx.alerts(trigger_id=None, status="failed", limit=SHOWN)
+    retried = [
+        a for a in ctx.alerts(trigger_id=None, status="pending", limit=SHOWN) if a.attempts
+    ]
+    found = [a for a in failed if a.created_at >= since] + retried
+    found.sort(key=lambda a: a.created_at, reverse=True)
+    return [alert.to_json() for alert in found[:SHOWN]]
 
 
 def running(ctx: ApiServices) -> list[dict[str, Any]]:
