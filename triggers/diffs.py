@@ -148,6 +148,27 @@ def declaration_view(spec: TriggerSpec) -> dict[str, Any]:
         "max_runs": spec.max_runs,
         "pause_on_failure": spec.pause_on_failure,
         **_calendars_view(spec),
+        **_alert_view(spec),
+    }
+
+
+def _alert_view(spec: TriggerSpec) -> dict[str, Any]:
+    """`alert` as the file says it (channels by name), for a trigger with a rule."""
+    rule = spec.alert
+    if rule is None:
+        return {}
+
+    def span(value: Any) -> str | None:
+        return None if value is None else format_duration(value)
+
+    return {
+        "alert": {
+            "to": [channel.name for channel in rule.to],
+            "on": sorted(event.value for event in rule.on),
+            "late": span(rule.late),
+            "stuck": span(rule.stuck),
+            "repeat": span(rule.repeat),
+        }
     }
 
 

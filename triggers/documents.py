@@ -158,6 +158,7 @@ def describe_json(found: TriggerDescription) -> dict[str, Any]:
         "retirement": _event_json(found.lifecycle.retirement),
         "revival": _event_json(found.lifecycle.revival),
         "lifecycle": [event.to_json() for event in found.lifecycle.events],
+        "alerts": [alert.to_json() for alert in found.alerts],
         "watermark": iso(trigger.watermark_at),
         "runs_launched": trigger.runs_launched,
         "active_runs": found.active_runs,

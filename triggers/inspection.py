@@ -8,13 +8,14 @@ the CLI renders as a table, JSON or a picture.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, tzinfo
 from typing import TYPE_CHECKING, Any, Literal
 
 from looms_runtime.host import ProcessId
 from triggers import services
+from triggers.alert_rules import AlertRecord
 from triggers.diffs import FieldChange, declaration_view, field_changes
 from triggers.errors import TriggersError
 from triggers.lifecycle import Lifecycle, lifecycle
@@ -71,6 +72,11 @@ class TriggerDescription:
     actions: list[AuditEntry]
     lifecycle: Lifecycle
     """When it was created, retired and revived, and by which apply."""
+    alerts: list[AlertRecord] = field(default_factory=list)
+    """Its newest alerts, each to one channel (none without an outbox to read)."""
+
+
+ALERTS_DESCRIBED = 5
 
 
 def describe_trigger(
@@ -83,8 +89,10 @@ def describe_trigger(
     upcoming: int = 5,
     revisions: int = 10,
     actions: int = 10,
+    alerts: Callable[..., list[AlertRecord]] | None = None,
 ) -> TriggerDescription:
-    """Everything about one trigger. Raises UnknownTriggerError."""
+    """Everything about one trigger (`alerts`: the outbox's `list`, for its newest
+    alerts). Raises UnknownTriggerError."""
     trigger = services.require_trigger(store, trigger_id)
     applies = _applies_touching(audit, trigger_id)
     entries = audit.entries(AuditQuery(trigger_id=trigger_id, limit=actions))
@@ -102,6 +110,9 @@ def describe_trigger(
         active_runs=[run.run_id for run in store.active_runs() if run.trigger_id == trigger_id],
         actions=entries[:actions],
         lifecycle=lifecycle(audit, trigger),
+        alerts=[]
+        if alerts is None
+        else alerts(trigger_id=trigger_id, status=None, limit=ALERTS_DESCRIBED),
     )
 
 

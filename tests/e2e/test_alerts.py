@@ -155,6 +155,14 @@ def test_a_failing_trigger_alerts_once_and_recovers_once_despite_a_receiver_answ
     }
     attempts = {(a["event"], a["channel"]): a["attempts"] for a in listed}
     assert attempts[("failed", "hook")] == 3
+    described = cli.json("describe", "nightly")
+    assert described["declaration"]["alert"]["to"] == ["hook", "page"]
+    assert [(a["event"], a["channel"]) for a in described["alerts"]] == [
+        (a["event"], a["channel"]) for a in listed
+    ]  # the newest first, as `alerts list`
+    text = cli.run("describe", "nightly").stdout
+    assert "alerts (triggers alerts list --trigger ID for more):" in text
+    assert "failed to hook: delivered after 3 attempts" in text
 
 
 def _failed_alerts(cli: Cli, *, status: str) -> list[dict[str, Any]]:

@@ -246,6 +246,9 @@ class TriggerDescription(Document):
     lifecycle: list[LifeEventRow] = Field(
         default_factory=list, description="Created, retired and revived, newest first."
     )
+    alerts: list[AlertRow] = Field(
+        default_factory=list, description="Its newest alerts (five), each to one channel."
+    )
     watermark: Instant
     runs_launched: int
     active_runs: list[str]

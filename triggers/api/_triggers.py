@@ -80,7 +80,13 @@ def describe(
     """One trigger whole: declaration, revisions, state and who changed it, last and next
     fires, operator actions (`triggers describe ID --json`)."""
     found = describe_trigger(
-        ctx.store, ctx.audit, trigger_id, now=ctx.clock.now(), fires=fires, upcoming=next
+        ctx.store,
+        ctx.audit,
+        trigger_id,
+        now=ctx.clock.now(),
+        fires=fires,
+        upcoming=next,
+        alerts=ctx.alerts,
     )
     return Json(describe_json(found))
 

@@ -104,12 +104,19 @@ def describe(
 ) -> None:
     """One trigger whole: declaration, revisions, state and who changed it, last and next fires."""
     from triggers.inspection import describe_trigger  # noqa: PLC0415
+    from triggers.store.sql_alerts import SqlAlertOutbox  # noqa: PLC0415
 
     shape = output_of(as_json, output)
     with errors(shape), open_reads() as reads:
         now = clock.now()
         found = describe_trigger(
-            reads.store, reads.audit, trigger_id, now=now, fires=fires, upcoming=upcoming
+            reads.store,
+            reads.audit,
+            trigger_id,
+            now=now,
+            fires=fires,
+            upcoming=upcoming,
+            alerts=SqlAlertOutbox(reads.db).list,
         )
         if shape.machine:
             emit(describe_json(found), shape)
@@ -176,6 +183,17 @@ def _describevalue_text(found: TriggerDescription, *, now: datetime) -> None:
         note = f": {entry.note}" if entry.note else ""
         who = f"{entry.actor.user}@{entry.actor.host}"
         write(f"  {shown(entry.at)}  {entry.action.value} by {who}{note}\n")
+    if found.declaration.get("alert") or found.alerts:
+        write("alerts (triggers alerts list --trigger ID for more):\n")
+        if not found.alerts:
+            write("  none raised\n")
+    for alert in found.alerts:
+        answer = alert.last_error if alert.status != "delivered" else None
+        said = f": {answer}" if answer else ""
+        write(
+            f"  {shown(alert.created_at)}  {alert.event} to {alert.channel}: {alert.status}"
+            f" after {alert.attempts} attempt{'' if alert.attempts == 1 else 's'}{said}\n"
+        )
 
 
 @app.command()

@@ -118,9 +118,7 @@ def undelivered_alerts(ctx: ApiServices) -> list[dict[str, Any]]:
         return []
     since = ctx.clock.now() - FAILED_ALERTS_SHOWN_FOR
     failed = ctx.alerts(trigger_id=None, status="failed", limit=SHOWN)
-    retried = [
-        a for a in ctx.alerts(trigger_id=None, status="pending", limit=SHOWN) if a.attempts
-    ]
+    retried = [a for a in ctx.alerts(trigger_id=None, status="pending", limit=SHOWN) if a.attempts]
     found = [a for a in failed if a.created_at >= since] + retried
     found.sort(key=lambda a: a.created_at, reverse=True)
     return [alert.to_json() for alert in found[:SHOWN]]
