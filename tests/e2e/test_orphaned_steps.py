@@ -148,7 +148,7 @@ def test_a_step_that_ended_while_no_daemon_ran_shows_its_real_end(
         run_id = wait_for(lambda: _run_id(cli), timeout=30, what="the run")
         assert stop(daemon) == 0  # SIGTERM: the step runs on under the supervisor
         wait_for(
-            lambda: (attempt / "result.json").exists(),
+            (attempt / "result.json").exists,
             timeout=60,
             what="the step to end with no daemon running",
         )
