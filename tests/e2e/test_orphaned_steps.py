@@ -124,6 +124,10 @@ def test_a_killed_supervisor_is_known_at_once_and_its_output_is_kept(
         assert (logged["outcome"], logged["stdout"]) == ("ambiguous", "started\n")
         text = cli.run("runs", "logs", run_id).stdout
         assert "-- stdout\nstarted\n" in text
+        shown = cli.run("runs", "show", run_id).stdout
+        assert "stdout of work (attempt 1, last lines):\n  started\n" in shown
+        assert f"triggers runs retry {run_id} work: " in shown
+        assert f"triggers runs cancel {run_id}: " in shown
         events = [e["event"] for e in log_events(log)]
         assert "effect_outcome_unknown" in events
         assert "effect_adopted" not in events
