@@ -133,7 +133,7 @@ def test_a_supervisor_killed_under_a_watching_runtime_makes_the_step_ambiguous_a
         run_id = start(runtime, definition)
         wait_for(lambda: lines(log) == ["start 1"])
         [spawned] = attempts.glob("*/*/spawned")
-        wait_for(lambda: list(spawned.parent.glob("stdout.*")))
+        wait_for(lambda: any(spawned.parent.glob("stdout.*")))
         os.kill(int(json.loads(spawned.read_text())["supervisor_pid"]), signal.SIGKILL)
 
         def ambiguous() -> Any:
