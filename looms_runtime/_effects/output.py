@@ -161,6 +161,20 @@ def stream_files(directory: Path, name: str) -> list[tuple[int, Path]]:
     return sorted(found)
 
 
+def _own_file(path: Path) -> tuple[bytes, int]:
+    """A file's bytes and mtime, when this user owns it (not through a link).
+
+    Raises:
+        OSError: it is missing, a link, or another user's: not to be trusted.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as stream:
+        status = os.fstat(fd)
+        if status.st_uid != os.geteuid():
+            raise PermissionError(f"{path} is not this user's")
+        return stream.read(), status.st_mtime_ns
+
+
 def read_stream(directory: Path, name: str, limit: int) -> StreamTail:
     """The last `limit` bytes a `StreamFile` kept, however far its writer got."""
     data = b""
@@ -168,9 +182,7 @@ def read_stream(directory: Path, name: str, limit: int) -> StreamTail:
     modified: int | None = None
     for offset, path in stream_files(directory, name)[-_KEPT_FILES:]:
         try:
-            with path.open("rb") as stream:
-                chunk = stream.read()
-                stamp = os.fstat(stream.fileno()).st_mtime_ns
+            chunk, stamp = _own_file(path)
         except OSError:
             continue
         if first is None:

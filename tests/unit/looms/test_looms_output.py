@@ -55,3 +55,11 @@ def test_a_stream_never_written_reads_empty(tmp_path: Path) -> None:
     found = read_stream(tmp_path, "stderr", 10)
 
     assert (found.text, found.dropped, found.modified_ns) == ("", 0, None)
+
+
+def test_a_stream_file_reached_through_a_link_is_not_read(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.write_text("not the step's\n")
+    (tmp_path / "stdout.0").symlink_to(elsewhere)
+
+    assert read_stream(tmp_path, "stdout", 100).text == ""
