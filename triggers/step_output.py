@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from triggers.clock import iso
@@ -36,6 +36,10 @@ class AttemptOutput:
     outcome: str
     """succeeded, failed, ambiguous, cancelled, late, or running (no outcome yet)."""
     at: datetime
+    """When it ended (when its supervisor saw it end, which may be well before a
+    restarted daemon recorded it); a running attempt: when it was dispatched."""
+    recorded_at: datetime
+    """When its outcome (or its dispatch) was recorded."""
     error: str | None
     output: Mapping[str, Any]
     """What the step recorded: `stdout`, `stderr`, `exit_code`, ... (empty if none)."""
@@ -55,6 +59,7 @@ class AttemptOutput:
             "attempt": self.attempt,
             "outcome": self.outcome,
             "at": iso(self.at),
+            "recorded_at": iso(self.recorded_at),
             "error": self.error,
             "exit_code": output.get("exit_code"),
             "signal": output.get("signal"),
@@ -81,21 +86,37 @@ def attempt_outputs(events: Iterable[Any]) -> list[AttemptOutput]:
                     attempt=key[1],
                     outcome="running",
                     at=event.created_at,
+                    recorded_at=event.created_at,
                     error=None,
                     output={},
                 ),
             )
         elif event.type in _OUTCOMES:
             output = payload.get("output")
+            output = output if isinstance(output, Mapping) else {}
             found[key] = AttemptOutput(
                 effect_id=key[0],
                 attempt=key[1],
                 outcome=_OUTCOMES[event.type],
-                at=event.created_at,
+                at=_ended_at(output, event.created_at),
+                recorded_at=event.created_at,
                 error=payload.get("error"),
-                output=output if isinstance(output, Mapping) else {},
+                output=output,
             )
     return list(found.values())
+
+
+def _ended_at(output: Mapping[str, Any], recorded_at: datetime) -> datetime:
+    """When the attempt ended, by its supervisor's clock (`ended_at_ms`), or when it was
+    recorded; never later than that (the two clocks may differ)."""
+    ended_ms = output.get("ended_at_ms")
+    if not isinstance(ended_ms, int) or isinstance(ended_ms, bool):
+        return recorded_at
+    try:
+        ended = datetime.fromtimestamp(ended_ms / 1000, tz=UTC)
+    except (OverflowError, OSError, ValueError):
+        return recorded_at
+    return min(ended, recorded_at)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

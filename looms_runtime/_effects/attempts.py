@@ -3,14 +3,17 @@
 Each command attempt gets `ROOT/<run_id>/<effect>-<attempt>/`. The directory is its
 lock: an `flock` on it, taken by the daemon before the supervisor hears of the
 attempt and passed to the supervisor and the command, so a free lock proves that
-neither still runs. It holds two files, each written once:
+neither still runs. It holds two records, each written once, and the command's output:
 
 - `spawned`: created just before the command is started, so its absence proves that
-  the command never ran; once it runs, it holds the supervisor's and the command's
-  pids (`{"supervisor_pid": .., "pid": .., "started_at": ..}`);
+  the command never ran; once it runs, it holds the supervisor's pid and start time
+  and the command's pid (`{"supervisor_pid": .., "supervisor_start": .., "pid": ..,
+  "started_at": .., "output_limit_bytes": ..}`);
 - `result.json`: the outcome, written when the command ended. It is written in
   place, not synced: a file cut short by a crash does not parse, and reads as no
-  outcome, which is what a crash before the write gives too.
+  outcome, which is what a crash before the write gives too;
+- `stdout.N`, `stderr.N`: the tails of the command's output, written as it comes
+  (`output.StreamFile`): what reached them is kept when the supervisor is killed.
 
 What to run (argv, environment, input) reaches the supervisor on its socket and is
 never written to disk. The root itself holds the host supervisor's socket, lock, pid
@@ -21,11 +24,13 @@ only the one that made the directory starts it.
 `probe` reads what an attempt left, and answers with certainty what can be known:
 
 - `Finished`: the supervisor wrote the outcome;
-- `Running`: the lock is held, so the supervisor (or the command) is alive;
+- `Running`: the lock is held and the supervisor that started the command is alive
+  (the same pid with the same start time: a pid reused by another process is gone);
 - `NeverStarted`: the attempt was dispatched on this boot, and no command was ever
   started for it (no directory, or no `spawned` marker, and the lock is free);
 - `Unknown`: anything else (another host, a reboot, a supervisor killed while its
-  command ran): the step is ambiguous.
+  command ran, even if the orphaned command still runs): the step is ambiguous,
+  with whatever output reached the attempt's files.
 """
 
 from __future__ import annotations
@@ -39,6 +44,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
+
+from looms_runtime._effects.output import read_stream, stream_files
+from looms_runtime._effects.supervised import process_start
+
+DEFAULT_OUTPUT_LIMIT = 65536
+"""The tail read back of an attempt whose record names no limit."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,9 +73,10 @@ class NeverStarted:
 
 @dataclass(frozen=True, slots=True)
 class Unknown:
-    """What the attempt did cannot be known here."""
+    """What the attempt did cannot be known here (`output`: what it left, if anything)."""
 
     why: str
+    output: dict[str, Any] | None = None
 
 
 Probe = Finished | Running | NeverStarted | Unknown
@@ -155,10 +167,66 @@ def read_result(path: Path) -> dict[str, Any] | None:
 
 def supervisor_pid(path: Path) -> int | None:
     """The pid of the supervisor that started the attempt's command, if it got that far."""
-    for name in (SPAWNED, "status.json"):
-        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
-            return int(json.loads(own_record(path / name))["supervisor_pid"])
+    with contextlib.suppress(KeyError, TypeError, ValueError):
+        return int(spawned_record(path)["supervisor_pid"])
     return None
+
+
+def spawned_record(path: Path) -> dict[str, Any]:
+    """What the supervisor wrote in `spawned` (empty when it wrote nothing readable)."""
+    for name in (SPAWNED, "status.json"):
+        with contextlib.suppress(OSError, ValueError):
+            found = json.loads(own_record(path / name))
+            if isinstance(found, dict):
+                return found
+    return {}
+
+
+def supervisor_gone(path: Path) -> bool:
+    """Whether the supervisor that started the attempt's command is known to be gone:
+    no process has its pid, or the one that has it started at another time."""
+    record = spawned_record(path)
+    try:
+        pid = int(record["supervisor_pid"])
+    except (KeyError, TypeError, ValueError):
+        return False  # it did not get as far as saying who it is
+    started = process_start(pid)
+    if started is None:
+        return True
+    recorded = record.get("supervisor_start")
+    return isinstance(recorded, int) and recorded != started
+
+
+def left_output(path: Path) -> dict[str, Any] | None:
+    """The output a command whose supervisor recorded no outcome left in its files, as
+    an outcome's `output` (None: it never started).
+
+    It ended, as far as anyone knows, when it last wrote (or when it started).
+    """
+    record = spawned_record(path)
+    if not record:
+        return None
+    limit = int(record.get("output_limit_bytes") or DEFAULT_OUTPUT_LIMIT)
+    streams = {name: read_stream(path, name, limit) for name in ("stdout", "stderr")}
+    started_at = record.get("started_at")
+    stamps = [s.modified_ns // 1_000_000 for s in streams.values() if s.modified_ns is not None]
+    ended_at = max(stamps) if stamps else started_at
+    duration = (
+        max(0, ended_at - started_at)
+        if isinstance(started_at, int) and isinstance(ended_at, int)
+        else None
+    )
+    return {
+        "exit_code": None,
+        "signal": None,
+        "stdout": streams["stdout"].text,
+        "stderr": streams["stderr"].text,
+        "stdout_truncated_bytes": streams["stdout"].dropped,
+        "stderr_truncated_bytes": streams["stderr"].dropped,
+        "duration_ms": duration,
+        "timed_out": False,
+        "ended_at_ms": ended_at,
+    }
 
 
 def lock_held(path: Path) -> bool:
@@ -208,22 +276,27 @@ def probe(marker: dict[str, Any] | None, path: Path, *, boot: str) -> Probe:
         return Unknown("its attempt directories are gone")
     if not path.is_dir():
         return NeverStarted()
-    if lock_held(path):
+    if lock_held(path) and not supervisor_gone(path):
         return Running(supervisor_pid(path))
     result = read_result(path)  # the supervisor may have finished meanwhile
     if result is not None:
         return Finished(result)
     if not (path / SPAWNED).exists():
         return NeverStarted()
-    return Unknown("its supervisor stopped before it recorded an outcome")
+    return Unknown(ORPHANED, output=left_output(path))
+
+
+ORPHANED = "its supervisor stopped before it recorded an outcome"
+"""Why an attempt whose supervisor is gone is ambiguous (its command may still run)."""
 
 
 def discard(path: Path) -> None:
     """Remove an attempt's directory once its outcome is durable elsewhere (and the
     run's directory when it is left empty)."""
-    for name in (SPAWNED, RESULT):
+    streams = [file for name in ("stdout", "stderr") for _, file in stream_files(path, name)]
+    for file in [path / SPAWNED, path / RESULT, *streams]:
         with contextlib.suppress(FileNotFoundError):
-            (path / name).unlink()
+            file.unlink()
     try:
         path.rmdir()
     except FileNotFoundError:

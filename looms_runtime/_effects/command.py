@@ -229,8 +229,10 @@ def _wait(path: Path, channel: Channel | None, token: CancelToken, detach: threa
 
 
 def _wait_for_lock(path: Path, detach: threading.Event) -> None:
-    """The supervisor is gone but its command may live on: wait while the lock is held."""
-    while attempts.lock_held(path):
+    """The supervisor's connection is gone but its command may live on: wait while the
+    lock is held, unless the supervisor is known to be gone (its outcome then never
+    comes, however long its orphaned command runs)."""
+    while attempts.lock_held(path) and not attempts.supervisor_gone(path):
         # Not the token's wait: once cancelled, it would return at once, every time.
         if detach.wait(LOCK_POLL_S):
             raise Detached(str(path))
@@ -243,16 +245,20 @@ def _outcome(
     if found is None:
         why = "its supervisor" if exited else "its supervisor (or the command)"
         error = f"the step's outcome is unknown: {why} stopped without recording it"
-        return EffectResult(**ids, ok=False, error=error, ambiguous=True)
+        output = redacted(attempts.left_output(path), secrets)
+        return EffectResult(**ids, ok=False, error=error, ambiguous=True, output=output)
     return result_of(found, ids)
 
 
 def result_of(found: dict[str, Any], ids: dict[str, Any]) -> EffectResult:
-    """The attempt's result as the supervisor recorded it."""
+    """The attempt's result as the supervisor recorded it (its output says when it ended)."""
+    output = found.get("output")
+    if isinstance(output, dict) and isinstance(found.get("finished_at"), int):
+        output = {**output, "ended_at_ms": found["finished_at"]}
     return EffectResult(
         **ids,
         ok=bool(found.get("ok")),
-        output=found.get("output"),
+        output=output,
         error=found.get("error"),
         cancelled=bool(found.get("cancelled")),
     )

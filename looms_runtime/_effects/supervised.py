@@ -34,6 +34,26 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+def process_start(pid: int) -> int | None:
+    """When process `pid` started (clock ticks after boot: /proc/PID/stat's field 22);
+    None when no such process lives (an exited one not yet reaped counts as gone).
+
+    A pid alone names a process only while it lives: once it is gone, another one may
+    get the same pid, but not the same start time.
+    """
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return None
+    # The command name (field 2) is in parentheses and may hold spaces or ")".
+    fields = stat[stat.rfind(b")") + 2 :].split()
+    try:
+        state, start = fields[0], int(fields[19])
+    except (IndexError, ValueError):
+        return None
+    return None if state in (b"Z", b"X") else start
+
+
 def create(path: Path) -> int:
     """Create `path`, which must not exist; its descriptor, open for writing."""
     return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
@@ -71,6 +91,10 @@ class Supervised:
         limit = int(self.spec["output_limit_bytes"])
         self.stdout = output.TailBuffer(limit)
         self.stderr = output.TailBuffer(limit)
+        # On disk as it comes: what a command printed outlives a supervisor killed
+        # before it recorded the outcome.
+        self.stdout_file = output.StreamFile(directory, "stdout", limit)
+        self.stderr_file = output.StreamFile(directory, "stderr", limit)
         self.returncode: int | None = None
         self.timed_out = False
         self.cancelled = False
@@ -110,6 +134,8 @@ class Supervised:
                 return
             status = {
                 "supervisor_pid": self._supervisor_pid,
+                "supervisor_start": process_start(self._supervisor_pid),
+                "output_limit_bytes": int(self.spec["output_limit_bytes"]),
                 "pid": self.proc.pid,
                 "started_at": now_ms(),
             }
@@ -121,7 +147,10 @@ class Supervised:
     def _watch(self) -> None:
         proc = self.proc
         assert proc is not None  # noqa: S101 - started by start()
-        for stream, sink in ((proc.stdout, self.stdout), (proc.stderr, self.stderr)):
+        for stream, sink in (
+            (proc.stdout, (self.stdout, self.stdout_file)),
+            (proc.stderr, (self.stderr, self.stderr_file)),
+        ):
             if stream is not None:
                 os.set_blocking(stream.fileno(), False)
                 self.selector.register(stream, selectors.EVENT_READ, (self, sink))
@@ -148,7 +177,8 @@ class Supervised:
             except BlockingIOError:
                 return
             if chunk:
-                what.feed(chunk)
+                for sink in what:
+                    sink.feed(chunk)
             else:
                 self._close_stream(key)
         self._maybe_done()
@@ -289,6 +319,8 @@ class Supervised:
             "finished_at": now_ms(),
         }
         self.finished = True
+        self.stdout_file.close()
+        self.stderr_file.close()
         try:
             fd = create(self.directory / "result.json")
             try:

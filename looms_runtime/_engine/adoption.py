@@ -8,8 +8,10 @@ of it (`_effects.attempts.probe`):
 - still running: this runtime waits for it (adopts it), as the previous one did;
 - never started (the previous owner stopped between the dispatch and the start):
   it is started now, under the same attempt;
-- unknown (another host, a reboot, a supervisor killed): it is ambiguous, with the
-  reason, and the planner parks the run or re-runs an idempotent step.
+- unknown (another host, a reboot, a supervisor killed, known at once from its pid
+  and start time even while its orphaned command runs on): it is ambiguous, with
+  the reason and whatever output reached the attempt's files, and the planner parks
+  the run or re-runs an idempotent step.
 
 Other effects (Python and HTTP steps run inside the process that stopped) are left to
 the planner, which calls them ambiguous.
@@ -117,7 +119,10 @@ def reattach(
                 on_done=on_done,
             )
         else:
-            unknown = EffectResult(**ids, ok=False, error=found.why, ambiguous=True)
+            with bound:
+                log.warning("effect_outcome_unknown", why=found.why)
+            output = redacted(found.output, secret_values(step))
+            unknown = EffectResult(**ids, ok=False, error=found.why, ambiguous=True, output=output)
             recorded = outcome_events(state, run.flow, unknown, now_ms=now_ms)
             events.extend(recorded)
             state = fold(recorded, state)

@@ -61,7 +61,9 @@ def log_outcome(result: EffectResult) -> None:
 def log_emitted(events: tuple[NewEvent, ...]) -> None:
     for event in events:
         if event.type == EventType.EFFECT_AMBIGUOUS:
-            log.warning("effect_ambiguous", **event.payload)
+            # Not the output it left: a log line carries no step output.
+            fields = {k: v for k, v in event.payload.items() if k != "output"}
+            log.warning("effect_ambiguous", **fields)
         elif event.type == EventType.RUN_PARKED:
             # Parked: the run waits for an operator (`runs retry` or `runs cancel`).
             log.error("run_parked", **event.payload)

@@ -172,7 +172,10 @@ def outcome_events(
     ids = {"effect_id": effect.effect_id, "attempt": effect.attempt}
     if result.ambiguous:
         reason = result.error or "its outcome is unknown"
-        return (new_event(EventType.EFFECT_AMBIGUOUS, **ids, timed_out=False, reason=reason),)
+        # What output reached its files is kept (older logs have none: the key is optional).
+        left = {} if result.output is None else {"output": result.output}
+        event = new_event(EventType.EFFECT_AMBIGUOUS, **ids, timed_out=False, reason=reason, **left)
+        return (event,)
     if result.ok:
         return (new_event(EventType.EFFECT_SUCCEEDED, **ids, output=result.output),)
     if result.cancelled or state.cancel_requested:

@@ -57,6 +57,34 @@ def test_each_attempt_gets_its_outcome_and_output_in_dispatch_order() -> None:
     assert found[1].to_json()["stdout"] == ""
 
 
+def test_an_attempt_is_shown_at_when_it_ended_not_when_a_restart_recorded_it() -> None:
+    ended = T0 - timedelta(seconds=23)
+    out = {"stdout": "done\n", "duration_ms": 45031, "ended_at_ms": int(ended.timestamp() * 1000)}
+    events = [
+        FakeEvent("effect_dispatched", {"effect_id": "a", "attempt": 1}, T0 - timedelta(minutes=1)),
+        FakeEvent("effect_succeeded", {"effect_id": "a", "attempt": 1, "output": out}),
+    ]
+
+    [found] = attempt_outputs(events)
+
+    assert (found.at, found.recorded_at) == (ended, T0)
+    assert found.to_json()["at"] == "2025-12-31T23:59:37.000Z"
+
+
+def test_an_end_later_than_its_record_is_shown_at_the_record() -> None:
+    late = int((T0 + timedelta(hours=1)).timestamp() * 1000)  # another clock, ahead
+    events = [
+        FakeEvent("effect_dispatched", {"effect_id": "a", "attempt": 1}),
+        FakeEvent(
+            "effect_ambiguous", {"effect_id": "a", "attempt": 1, "output": {"ended_at_ms": late}}
+        ),
+    ]
+
+    [found] = attempt_outputs(events)
+
+    assert found.at == T0
+
+
 def test_a_tail_is_the_last_non_empty_lines() -> None:
     assert tail("a\n\nb\nc\n\n", lines=2) == ["b", "c"]
 

@@ -294,7 +294,8 @@ class AttemptRow(Document):
     effect_id: str
     attempt: int
     outcome: str
-    at: Instant
+    at: Instant = Field(description="When the attempt ended (running: when dispatched).")
+    recorded_at: Instant = Field(description="When its outcome was recorded.")
     error: str | None
     exit_code: int | None
     signal: int | str | None

@@ -144,17 +144,24 @@ def show(run_id: RunArg, as_json: JsonOpt = False, output: OutputOpt = None) -> 
                 ],
             )
         for effect in info.effects:
-            attempt = last.get(effect.effect_id)
-            if (
-                attempt is None
-                or attempt.outcome not in ("failed", "ambiguous")
-                or not attempt.stderr
-            ):
-                continue
-            write(f"stderr of {effect.effect_id} (attempt {attempt.attempt}, last lines):\n")
-            for line in tail(attempt.stderr):
-                write(f"  {line}\n")
-            write(f"  (all of it: triggers runs logs {info.run_id} {effect.effect_id})\n")
+            _output_tail(info.run_id, effect.effect_id, last.get(effect.effect_id))
+
+
+def _output_tail(run_id: str, effect_id: str, attempt: Any) -> None:
+    """The last lines of a failed or ambiguous attempt's stderr (or, for an ambiguous
+    one that wrote none, of what it printed before its supervisor was lost)."""
+    if attempt is None or attempt.outcome not in ("failed", "ambiguous"):
+        return
+    stream, text = "stderr", attempt.stderr
+    if not text and attempt.outcome == "ambiguous":
+        stream, text = "stdout", attempt.stdout
+    if not text:
+        return
+    write = sys.stdout.write
+    write(f"{stream} of {effect_id} (attempt {attempt.attempt}, last lines):\n")
+    for line in tail(text):
+        write(f"  {line}\n")
+    write(f"  (all of it: triggers runs logs {run_id} {effect_id})\n")
 
 
 @runs_app.command("logs")

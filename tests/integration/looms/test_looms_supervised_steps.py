@@ -7,6 +7,9 @@ same database and attempts directory takes the run over.
 
 from __future__ import annotations
 
+import json
+import os
+import signal
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -114,3 +117,34 @@ def test_an_adopted_attempts_output_has_its_secrets_redacted(
     assert second.wait_settled(run_id, 30).status == "completed"
     [done] = [e for e in second.get_events(run_id) if e.type == "effect_succeeded"]
     assert done.payload["output"]["stdout"] == "pw=[secret PW]\n"
+
+
+@pytest.mark.timeout(60)
+def test_a_supervisor_killed_under_a_watching_runtime_makes_the_step_ambiguous_at_once(
+    make_runtime: MakeRuntime, tmp_path: Path
+) -> None:
+    log, release, attempts = tmp_path / "log", tmp_path / "release", tmp_path / "attempts"
+    definition = held(log, release)
+    step = definition["steps"][0]
+    step["argv"] = ["sh", "-c", f"echo printed; {step['argv'][2]}"]
+    runtime = make_runtime(owner="only", attempts_dir=attempts)
+    runtime.start()
+    try:
+        run_id = start(runtime, definition)
+        wait_for(lambda: lines(log) == ["start 1"])
+        [spawned] = attempts.glob("*/*/spawned")
+        wait_for(lambda: any(spawned.parent.glob("stdout.*")))
+        os.kill(int(json.loads(spawned.read_text())["supervisor_pid"]), signal.SIGKILL)
+
+        def ambiguous() -> Any:
+            events = runtime.get_events(run_id)
+            return next((e for e in events if e.type == "effect_ambiguous"), None)
+
+        wait_for(lambda: ambiguous() is not None)
+        event = ambiguous()
+        # The orphaned command still waits for its release: nobody waited for it.
+        assert lines(log) == ["start 1"]
+        assert event.payload["output"]["stdout"] == "printed\n"
+    finally:
+        release.touch()
+        runtime.close(timeout=30)

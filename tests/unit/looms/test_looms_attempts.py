@@ -6,10 +6,12 @@ import fcntl
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from looms_runtime._effects import attempts
+from looms_runtime._effects.supervised import process_start
 
 BOOT = "boot-1"
 
@@ -52,14 +54,94 @@ def test_a_recorded_outcome_is_finished_whoever_asks(home: attempts.Home, path: 
     assert found == attempts.Finished({"ok": True, "output": {"exit_code": 0}})
 
 
-def test_a_held_lock_means_the_attempt_still_runs(home: attempts.Home, path: Path) -> None:
-    fd = attempts.claim(path)  # held, as by a live supervisor
-    try:
-        (path / "spawned").write_text(json.dumps({"supervisor_pid": 4242, "pid": 4243}))
+def spawned(path: Path, *, supervisor_pid: int, start: int | None, **extra: Any) -> None:
+    record = {"supervisor_pid": supervisor_pid, "supervisor_start": start, "pid": 1, **extra}
+    (path / "spawned").write_text(json.dumps(record))
 
-        assert probe(home, path) == attempts.Running(4242)
+
+def no_such_pid() -> int:
+    # pid_max is one more than the largest pid the kernel hands out.
+    return int(Path("/proc/sys/kernel/pid_max").read_text())
+
+
+def test_a_held_lock_means_the_attempt_still_runs(home: attempts.Home, path: Path) -> None:
+    me = os.getpid()  # a live supervisor: its pid and the start time it recorded
+    fd = attempts.claim(path)
+    try:
+        spawned(path, supervisor_pid=me, start=process_start(me))
+
+        assert probe(home, path) == attempts.Running(me)
     finally:
         os.close(fd)
+
+
+def test_a_process_start_time_is_stable_and_none_once_the_pid_is_free() -> None:
+    me = os.getpid()
+    assert isinstance(process_start(me), int)
+    assert process_start(me) == process_start(me)
+    assert process_start(no_such_pid()) is None
+
+
+def test_a_held_lock_whose_supervisor_pid_is_free_is_unknown_with_what_it_printed(
+    home: attempts.Home, path: Path
+) -> None:
+    fd = attempts.claim(path)  # held, as by the orphaned command
+    try:
+        spawned(path, supervisor_pid=no_such_pid(), start=1, output_limit_bytes=1024)
+        (path / "stdout.0").write_text("started\n")
+
+        found = probe(home, path)
+
+        assert isinstance(found, attempts.Unknown)
+        assert found.why == attempts.ORPHANED
+        assert found.output is not None
+        assert found.output["stdout"] == "started\n"
+    finally:
+        os.close(fd)
+
+
+def test_a_supervisor_pid_reused_by_another_process_is_gone(
+    home: attempts.Home, path: Path
+) -> None:
+    me = os.getpid()
+    started = process_start(me)
+    assert started is not None
+    fd = attempts.claim(path)
+    try:
+        # The pid lives, but the process that has it started later than the supervisor.
+        spawned(path, supervisor_pid=me, start=started - 1)
+
+        assert attempts.supervisor_gone(path)
+        assert isinstance(probe(home, path), attempts.Unknown)
+    finally:
+        os.close(fd)
+
+
+def test_a_live_supervisor_of_an_earlier_version_without_a_start_time_still_runs(
+    home: attempts.Home, path: Path
+) -> None:
+    me = os.getpid()
+    fd = attempts.claim(path)
+    try:
+        spawned(path, supervisor_pid=me, start=None)
+
+        assert not attempts.supervisor_gone(path)
+        assert probe(home, path) == attempts.Running(me)
+    finally:
+        os.close(fd)
+
+
+def test_the_output_left_ends_when_it_was_last_written(path: Path) -> None:
+    os.close(attempts.claim(path))
+    spawned(path, supervisor_pid=no_such_pid(), start=1, started_at=1_000_000)
+    (path / "stderr.0").write_text("half done\n")
+    os.utime(path / "stderr.0", ns=(1_004_500 * 1_000_000, 1_004_500 * 1_000_000))
+
+    found = attempts.left_output(path)
+
+    assert found is not None
+    assert (found["stderr"], found["stdout"]) == ("half done\n", "")
+    assert (found["ended_at_ms"], found["duration_ms"]) == (1_004_500, 4_500)
 
 
 def test_a_free_lock_without_the_spawned_marker_proves_it_never_started(
@@ -125,6 +207,7 @@ def test_discarding_removes_the_attempt_and_its_empty_run_directory(path: Path) 
     os.close(attempts.claim(path))
     (path / "spawned").write_text("{}")
     (path / "result.json").write_text("{}")
+    (path / "stdout.0").write_text("kept until the outcome was recorded")
 
     attempts.discard(path)
 
