@@ -15,7 +15,7 @@ import signal
 import subprocess
 import textwrap
 import time
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ import pytest
 
 from looms_runtime._effects.supervised import process_start
 from tests.e2e.conftest import Cli, log_events, stop, wait_for
+from triggers.durations import human_duration
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 
@@ -170,7 +171,8 @@ def test_a_step_that_ended_while_no_daemon_ran_shows_its_real_end(
         assert ended <= seen_ended < recorded, "the end shown is the restart's"
         assert logged["duration_ms"] >= 2000
         text = cli.run("runs", "logs", run_id).stdout
-        assert f"succeeded ({logged['duration_ms']} ms) at {logged['at']}" in text
+        took = human_duration(timedelta(milliseconds=logged["duration_ms"]))  # as in history
+        assert f"succeeded ({took}) at {logged['at']}" in text
         assert logged["recorded_at"] not in text
         [step] = cli.json("runs", "show", run_id)["steps"]
         assert step["ended_at"] == logged["at"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Mapping, Sequence
+from datetime import timedelta
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -19,6 +20,7 @@ from triggers.cli._backend import actor, open_reads, open_runtime
 from triggers.cli._common import clock, errors, output_of, quiet_logging, shown
 from triggers.cli._output import JsonOpt, Output, OutputOpt, emit, listing, table
 from triggers.documents import MAX_COUNT, event_json, plain, run_json, run_row_json
+from triggers.durations import human_duration
 from triggers.errors import InputError
 from triggers.step_output import attempt_outputs, step_attempts, step_states, tail
 from triggers.waits import decision_lines, waiting_text, waits_by_run
@@ -207,7 +209,10 @@ def _logs_text(attempts: list[Any]) -> None:
 
 
 def _ms(value: object) -> str | None:
-    return None if value is None else f"{value} ms"
+    """A step's duration as a person reads it (`45s`, `2m3s`, `120ms`)."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return None
+    return human_duration(timedelta(milliseconds=value))
 
 
 @runs_app.command("events")
