@@ -96,3 +96,40 @@ def test_a_resized_pool_is_a_change_of_its_members_declaration() -> None:
     assert before.digest() != after.digest()
     [change] = field_changes(declaration_view(before), declaration_view(after))
     assert (change.key, change.old, change.new) == ("pool_slots", 2, 3)
+
+
+FLOWS = """\
+version: 1
+pools:
+  db-heavy: {slots: 2}
+  light: {slots: 5}
+flows:
+  heavy: {steps: [], pool: db-heavy}
+  plain: {steps: []}
+defaults:
+  pool: light
+triggers:
+  - {id: by-flow, flow: heavy, every: 1h}
+  - {id: own, flow: heavy, every: 1h, pool: light}
+  - {id: by-default, flow: plain, every: 1h}
+"""
+
+
+def test_a_flows_pool_comes_before_the_defaults_and_after_the_triggers_own() -> None:
+    parsed = parse_declarations(FLOWS, source="t.yaml")
+    found = {t.id: t.pool for t in parsed.triggers}
+
+    assert found == {
+        "by-flow": PoolSpec(name="db-heavy", slots=2),
+        "own": PoolSpec(name="light", slots=5),
+        "by-default": PoolSpec(name="light", slots=5),
+    }
+    # The pool is the scheduler's, not the runtime's: the flow's version ignores it.
+    unpooled = parse_declarations(FLOWS.replace(", pool: db-heavy}", "}"), source="t.yaml")
+    assert parsed.flows["heavy"].version == unpooled.flows["heavy"].version
+
+
+def test_unknown_pool_of_a_flow_is_reported_at_the_flow() -> None:
+    problems = problems_of(FLOWS.replace("pool: db-heavy}", "pool: db-hevy}"))
+    assert [(p["line"], p["key"]) for p in problems] == [(6, "flows.heavy.pool")]
+    assert "did you mean 'db-heavy'?" in problems[0]["message"]

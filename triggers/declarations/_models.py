@@ -284,6 +284,7 @@ class FlowModel(_Model):
     fail_fast: bool | None = None
     python: Ref | None = None
     version: Annotated[str, StringConstraints(min_length=1, max_length=64)] | None = None
+    pool: Id | None = None
 
 
 class DocumentModel(_Model):

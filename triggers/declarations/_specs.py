@@ -92,6 +92,9 @@ class _Context:
     calendar_names: list[str] | None  # None: `calendars` itself is invalid
     pools: dict[str, PoolSpec]
     pool_names: list[str] | None  # None: `pools` itself is invalid
+    flow_pools: dict[str, str]
+    """The `pool` each flow names, by flow (not part of its definition: the runtime
+    never sees it, and it does not version the flow)."""
 
 
 def build_specs(
@@ -141,7 +144,14 @@ def build_specs(
         calendar_names=None if "calendars" in bad else [str(name) for name in raw_calendars],
         pools=_pools(raw_pools, problems),
         pool_names=None if "pools" in bad else [str(name) for name in raw_pools],
+        flow_pools={
+            name: raw["pool"]
+            for name, raw in raw_flows.items()
+            if isinstance(name, str) and isinstance(raw, dict) and isinstance(raw.get("pool"), str)
+        },
     )
+    for name, pool in context.flow_pools.items():
+        _pool_named(pool, ("flows", name, "pool"), context)
     raw_triggers = document.triggers or []
     triggers = [
         _trigger(raw, ("triggers", index), context) for index, raw in enumerate(raw_triggers)
@@ -218,14 +228,20 @@ def _pools(raw_pools: dict[Any, Any], problems: Problems) -> dict[str, PoolSpec]
 
 
 def _trigger_pool(trigger: TriggerModel, loc: Loc, context: _Context) -> PoolSpec | None:
-    """The trigger's `pool` (its own, else the defaults'), or None."""
+    """The trigger's `pool`: its own, else its flow's, else the defaults'; or None."""
     defaults = context.defaults
     if "pool" in trigger.model_fields_set:
-        name, where = trigger.pool, (*loc, "pool")
-    elif defaults is not None and "pool" in defaults.model_fields_set:
-        name, where = defaults.pool, ("defaults", "pool")
-    else:
-        return None
+        return _pool_named(trigger.pool, (*loc, "pool"), context)
+    if trigger.flow in context.flow_pools:
+        # Reported at the flow, once, when unknown.
+        return context.pools.get(context.flow_pools[trigger.flow])
+    if defaults is not None and "pool" in defaults.model_fields_set:
+        return _pool_named(defaults.pool, ("defaults", "pool"), context)
+    return None
+
+
+def _pool_named(name: str | None, where: Loc, context: _Context) -> PoolSpec | None:
+    """The pool `name` (None: none), reporting an unknown one at `where`."""
     if name is None:
         return None
     pool = context.pools.get(name)
