@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import Cli, stop, wait_for
+from tests.e2e.test_metrics import Samples, _free_port, _scrape, _value
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 
@@ -68,6 +69,11 @@ def _enough(cli: Cli) -> list[dict[str, Any]] | None:
     return rows if len(completed) >= 8 and waited else None
 
 
+def _pool_full_scrape(port: int) -> Samples | None:
+    samples, _ = _scrape(port)
+    return samples if _value(samples, "triggers_pool_active_runs", pool="db-heavy") == 2 else None
+
+
 _SECOND = _instant("2026-01-01T00:00:01Z") - _instant("2026-01-01T00:00:00Z")
 
 
@@ -76,12 +82,23 @@ def test_pool_of_two_never_runs_three_and_full_pool_skips_or_buffers(
 ) -> None:
     config = tmp_path / "triggers.yaml"
     config.write_text(CONFIG)
+    port = _free_port()
+    cli.env["TRIGGERS_METRICS_ADDRESS"] = f"127.0.0.1:{port}"
     daemon = cli.daemon(config, tmp_path / "daemon.log")
     try:
         wait_for(lambda: _enough(cli), timeout=120, what="eight runs, one of c after a wait")
         status = cli.json("status")
+        described = cli.json("describe", "c")
+        samples = wait_for(
+            lambda: _pool_full_scrape(port), timeout=30, what="the pool full in the metrics"
+        )
     finally:
         assert stop(daemon) == 0
+
+    assert _value(samples, "triggers_pool_slots", pool="db-heavy") == 2
+    assert described["pool"]["name"] == "db-heavy"
+    assert described["pool"]["members"] == ["a", "b", "c"]
+    assert described["declaration"]["pool"] == "db-heavy"
 
     [pool] = status["pools"]
     assert (pool["name"], pool["slots"]) == ("db-heavy", 2)
