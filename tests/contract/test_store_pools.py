@@ -201,3 +201,35 @@ def test_pool_resize_is_a_new_revision_and_a_trigger_outside_it_is_unbounded(
         "db-heavy": PoolUse(active=0, waiting=0),
         "none": PoolUse(active=0, waiting=0),
     }
+
+
+def test_occurrence_buffered_behind_its_own_run_then_held_by_the_pool_keeps_its_turn(
+    store: TriggerStore,
+) -> None:
+    store.apply(
+        [
+            spec("a", pool=POOL),
+            spec("b", pool=POOL),
+            spec("c", pool=POOL, overlap=Overlap.BUFFER),
+            spec("d", pool=POOL),
+        ],
+        now=T0,
+    )
+    c, a = claim(store, ("c", 1), ("a", 1))
+    launch(store, c, "run-c", 1)
+    launch(store, a, "run-a", 1)
+    [behind] = claim(store, ("c", 2))
+    assert (behind.action, behind.reason) == (Action.BUFFER, Reason.OVERLAP)
+    settle(store, "c", "run-c", 3)
+    [b] = claim(store, ("b", 3))  # before any pending pass: the slot is free
+    assert b.action is Action.FIRE
+
+    # The pool, not its own run, holds c's occurrence now: it waits, counted.
+    assert store.take_pending(owner="o", host="h", now=at(4), lease=LEASE) == []
+    assert row(store, "c", 2) == (Outcome.BUFFERED, Reason.POOL_FULL, "db-heavy")
+    assert store.pool_use(["db-heavy"]) == {"db-heavy": PoolUse(active=2, waiting=1)}
+    settle(store, "a", "run-a", 5)
+    [d] = claim(store, ("d", 5))
+    assert (d.action, d.reason) == (Action.SKIP, Reason.POOL_FULL)
+    [again] = store.take_pending(owner="o", host="h", now=at(6), lease=LEASE)
+    assert (again.trigger_id, again.occurrence_at) == ("c", at(2))

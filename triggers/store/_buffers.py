@@ -41,6 +41,9 @@ class BufferPlan:
     drop: list[tuple[int, Outcome, Reason]] = field(default_factory=list)
     keep: list[int] = field(default_factory=list)
     scheduled_launches: int = 0
+    pool_full: bool = False
+    """The trigger had room, its pool had not: what it keeps waits for a slot (the
+    caller records them buffered with reason `pool_full`, so they keep their turn)."""
 
 
 def resolve_buffer(
@@ -70,7 +73,7 @@ def resolve_buffer(
     plan = BufferPlan()
     own = max(0, capacity(spec.overlap, spec.max_active) - len(active))
     free = own if pool_room is None else min(own, max(0, pool_room))
-    pool_full = own > free
+    pool_full = plan.pool_full = own > free and not trigger.paused
     runs_left = None if spec.max_runs is None else spec.max_runs - trigger.runs_launched
     newest = _newest_own(waiting, active) if spec.overlap is Overlap.SUPERSEDE else None
     queued = 0  # occurrences kept so far that later ones must wait behind

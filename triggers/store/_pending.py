@@ -210,6 +210,20 @@ def _resolve_one(
         for row in waiting_rows
     ]
     plan = resolve_buffer(trigger, waiting, active=active, pool_room=pool_room)
+    pool = trigger.spec.pool
+    retag = [
+        waiting_rows[index]["id"]
+        for index in plan.keep
+        if waiting_rows[index]["reason"] != Reason.POOL_FULL.value
+    ]
+    if plan.pool_full and pool is not None and retag:
+        # Held by the pool now, not by the trigger's own run: counted as waiting, so
+        # that no newer occurrence of another member takes the slot first.
+        conn.execute(
+            fires.update()
+            .where(fires.c.id.in_(retag))
+            .values(reason=Reason.POOL_FULL.value, reason_detail=pool.name)
+        )
     unchanged = (trigger.active_count, trigger.buffered_count) == (len(active), len(plan.keep))
     if unchanged and not plan.launch and not plan.drop:
         return []  # a held buffer (paused trigger) costs no write
