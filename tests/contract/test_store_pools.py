@@ -3,14 +3,19 @@ runs of all a pool's members are active at once, counted from the ledger."""
 
 from __future__ import annotations
 
+import threading
+import time
 from datetime import datetime, timedelta
 
 import pytest
+import sqlalchemy as sa
 
 from looms_runtime.db import Database
 from tests.factories import spec
 from triggers.clock import utc
 from triggers.model import Action, Outcome, Overlap, PoolSpec, Reason
+from triggers.store._claim_batch import ClaimBatch
+from triggers.store._sql_claim_rows import SqlClaimRows
 from triggers.store.protocol import (
     Claim,
     ClaimRequest,
@@ -21,6 +26,7 @@ from triggers.store.protocol import (
     Settlement,
     TriggerStore,
 )
+from triggers.store.sql import SqlTriggerStore
 
 T0 = utc(2026, 11, 1)
 LEASE = timedelta(hours=1)
@@ -233,3 +239,46 @@ def test_occurrence_buffered_behind_its_own_run_then_held_by_the_pool_keeps_its_
     assert (d.action, d.reason) == (Action.SKIP, Reason.POOL_FULL)
     [again] = store.take_pending(owner="o", host="h", now=at(6), lease=LEASE)
     assert (again.trigger_id, again.occurrence_at) == ("c", at(2))
+
+
+def _waiting_for_a_lock(database: Database) -> None:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        with database.engine.connect() as conn:
+            waiting = conn.execute(
+                sa.text(
+                    "SELECT count(*) FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND wait_event_type = 'Lock'"
+                )
+            ).scalar_one()
+        if waiting:
+            return
+        time.sleep(0.01)
+    raise AssertionError("no transaction waits for a lock")
+
+
+def test_two_claims_of_one_pool_take_turns_so_neither_takes_a_slot_the_other_holds(
+    database: Database,
+) -> None:
+    if database.is_sqlite:
+        pytest.skip("SQLite writers take turns: the race needs concurrent transactions")
+    store = SqlTriggerStore(database)
+    store.apply([spec(name, pool=POOL) for name in ("a", "b", "c")], now=T0)
+    claim(store, ("a", 1))
+    request = ClaimRequest(trigger_id="b", occurrence_at=at(1), expected_revision=1)
+    outcome: list[list[Claim]] = []
+    with database.engine.connect() as other, other.begin():
+        # Another daemon's claim of b has taken the last slot and not committed yet.
+        [b] = ClaimBatch(
+            SqlClaimRows(other), [request], owner="other", host="h", now=at(1), lease=LEASE
+        ).run()
+        assert isinstance(b, Claim) and b.action is Action.FIRE
+        thread = threading.Thread(
+            target=lambda: outcome.append(list(claim(store, ("c", 1), owner="this")))
+        )
+        thread.start()
+        _waiting_for_a_lock(database)  # the pool's lock: c's claim waits for b's
+    thread.join(timeout=30)
+    [[c]] = outcome
+    assert (c.action, c.reason) == (Action.SKIP, Reason.POOL_FULL)
+    assert store.pool_use(["db-heavy"])["db-heavy"].active == 2
