@@ -282,3 +282,30 @@ def test_two_claims_of_one_pool_take_turns_so_neither_takes_a_slot_the_other_hol
     [[c]] = outcome
     assert (c.action, c.reason) == (Action.SKIP, Reason.POOL_FULL)
     assert store.pool_use(["db-heavy"])["db-heavy"].active == 2
+
+
+def test_occurrence_behind_its_own_run_holds_no_place_in_the_pool(store: TriggerStore) -> None:
+    store.apply(
+        [
+            spec("a", pool=POOL),
+            spec("b", pool=POOL),
+            spec("d", pool=POOL, overlap=Overlap.BUFFER_ALL),
+        ],
+        now=T0,
+    )
+    a, b = claim(store, ("a", 1), ("b", 1))
+    launch(store, a, "run-a", 1)
+    launch(store, b, "run-b", 1)
+    claim(store, ("d", 2), ("d", 3))
+    assert store.pool_use(["db-heavy"])["db-heavy"].waiting == 2
+    settle(store, "a", "run-a", 4)
+
+    [first] = store.take_pending(owner="o", host="h", now=at(5), lease=LEASE)
+
+    assert (first.trigger_id, first.occurrence_at) == ("d", at(2))
+    # d's next one now waits for d's own run, not for the pool.
+    assert row(store, "d", 3) == (Outcome.BUFFERED, Reason.OVERLAP, None)
+    assert store.pool_use(["db-heavy"]) == {"db-heavy": PoolUse(active=2, waiting=0)}
+    settle(store, "b", "run-b", 6)
+    [again] = claim(store, ("a", 7))
+    assert again.action is Action.FIRE

@@ -217,10 +217,10 @@ def _resolve_one(
     ]
     plan = resolve_buffer(trigger, waiting, active=active, pool_room=pool_room)
     pool = trigger.spec.pool
-    if plan.pool_full and pool is not None:
-        for index in plan.keep:  # held by the pool now (see the SQL store's)
-            waiting_rows[index].reason = Reason.POOL_FULL
-            waiting_rows[index].reason_detail = pool.name
+    if pool is not None:  # why the kept ones wait (see the SQL store's `_retag_kept`)
+        reason, detail = (Reason.POOL_FULL, pool.name) if plan.pool_full else (Reason.OVERLAP, None)
+        for index in plan.keep:
+            waiting_rows[index].reason, waiting_rows[index].reason_detail = reason, detail
     unchanged = (trigger.active_count, trigger.buffered_count) == (len(active), len(plan.keep))
     if unchanged and not plan.launch and not plan.drop:
         return []  # a held buffer (paused trigger) costs no write

@@ -28,6 +28,7 @@ def pool_use(tables: Tables, names: Collection[str]) -> dict[str, PoolUse]:
             and trigger.spec.enabled
             and not trigger.paused
             and not trigger.retired
+            and trigger.blocked_by is None
         ):
             counts[pool.name][1] += 1
     return {name: PoolUse(active=a, waiting=w) for name, (a, w) in counts.items()}

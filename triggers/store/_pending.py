@@ -211,19 +211,8 @@ def _resolve_one(
     ]
     plan = resolve_buffer(trigger, waiting, active=active, pool_room=pool_room)
     pool = trigger.spec.pool
-    retag = [
-        waiting_rows[index]["id"]
-        for index in plan.keep
-        if waiting_rows[index]["reason"] != Reason.POOL_FULL.value
-    ]
-    if plan.pool_full and pool is not None and retag:
-        # Held by the pool now, not by the trigger's own run: counted as waiting, so
-        # that no newer occurrence of another member takes the slot first.
-        conn.execute(
-            fires.update()
-            .where(fires.c.id.in_(retag))
-            .values(reason=Reason.POOL_FULL.value, reason_detail=pool.name)
-        )
+    if pool is not None:
+        _retag_kept(conn, waiting_rows, plan, pool.name)
     unchanged = (trigger.active_count, trigger.buffered_count) == (len(active), len(plan.keep))
     if unchanged and not plan.launch and not plan.drop:
         return []  # a held buffer (paused trigger) costs no write
@@ -286,6 +275,23 @@ def _apply(
         )
         claims.append(pending_claim(trigger, {**row, "supersedes_run_id": supersedes}, reservation))
     return claims
+
+
+def _retag_kept(
+    conn: Connection, rows: Sequence[Mapping[Any, Any]], plan: BufferPlan, pool: str
+) -> None:
+    """Record why a pool member's kept occurrences wait: `pool_full` when the pool holds
+    them (so they count as waiting, and no newer occurrence of another member takes
+    the next free slot first), `overlap` when the trigger itself does (so a member
+    blocked or busy with its own run holds no place in the pool's queue)."""
+    reason, detail = (Reason.POOL_FULL, pool) if plan.pool_full else (Reason.OVERLAP, None)
+    ids = [rows[index]["id"] for index in plan.keep if rows[index]["reason"] != reason.value]
+    if ids:
+        conn.execute(
+            fires.update()
+            .where(fires.c.id.in_(ids))
+            .values(reason=reason.value, reason_detail=detail)
+        )
 
 
 def pool_detail(trigger: Trigger, reason: Reason) -> str | None:

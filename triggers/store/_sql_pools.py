@@ -51,6 +51,7 @@ def pool_use(conn: Connection, names: Collection[str]) -> dict[str, PoolUse]:
         triggers.c.paused == sa.false(),
         triggers.c.retired == sa.false(),
         triggers.c.enabled == sa.true(),
+        triggers.c.blocked_by.is_(None),
     )
     for part in chunks(sorted(counts)):
         rows = conn.execute(

@@ -301,7 +301,8 @@ class PoolUse:
     """Launching or launched: each takes one of the pool's slots."""
     waiting: int = 0
     """Buffered with reason `pool_full`, of members that may launch (not paused,
-    disabled or retired): the occurrences ahead of any new one."""
+    disabled, retired or blocked by a parked run): the occurrences ahead of any new
+    one."""
 
 
 TriggerRow = Trigger | StoreError
