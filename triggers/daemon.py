@@ -35,7 +35,7 @@ from triggers.declarations import parse_declarations, read_declarations_text, te
 from triggers.delivery import AlertSender, HeartbeatPinger, SenderOptions, SmtpServer
 from triggers.errors import ConfigError, DeclarationError, StoreError, TriggersError
 from triggers.file_modes import private_directory, private_sqlite_files
-from triggers.inspection import process_gone
+from triggers.inspection import pool_views, process_gone
 from triggers.metrics import Metrics
 from triggers.notify import Notifier, status_line
 from triggers.probes import MetricsServer, Probes
@@ -319,6 +319,15 @@ class Daemon:
             lambda: trigger_gauges(scheduler.entries), last_settled=backend.store.last_settled
         )
         self.metrics.watch_parked(parked)
+
+        def pools() -> list[tuple[str, int, int]]:
+            # A copy: the loop's thread may add or drop entries meanwhile.
+            triggers = [entry.trigger for entry in list(scheduler.entries.values())]
+            return [
+                (pool.name, pool.slots, pool.active) for pool in pool_views(backend.store, triggers)
+            ]
+
+        self.metrics.watch_pools(pools)
 
     def _supervise(self, backend: Backend, scheduler: Scheduler, worker: threading.Thread) -> None:
         watchdog = self._notifier.watchdog

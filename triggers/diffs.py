@@ -148,6 +148,9 @@ def declaration_view(spec: TriggerSpec) -> dict[str, Any]:
         "max_runs": spec.max_runs,
         "pause_on_failure": spec.pause_on_failure,
         **_calendars_view(spec),
+        # Only when given, as calendars: a revision that moved a trigger to another pool,
+        # or resized its pool, reads `pool: a -> b` or `pool_slots: 2 -> 3`.
+        **({"pool": spec.pool.name, "pool_slots": spec.pool.slots} if spec.pool else {}),
         **_alert_view(spec),
     }
 

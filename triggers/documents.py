@@ -162,6 +162,7 @@ def describe_json(found: TriggerDescription) -> dict[str, Any]:
         "watermark": iso(trigger.watermark_at),
         "runs_launched": trigger.runs_launched,
         "active_runs": found.active_runs,
+        "pool": found.pool.to_json() if found.pool else None,
         "created_at": iso(trigger.created_at),
         "updated_at": iso(trigger.updated_at),
         "revisions": [
@@ -261,6 +262,7 @@ def status_json(report: StatusReport) -> dict[str, Any]:
         "triggers": report.triggers,
         "blocked_triggers": report.blocked,
         "occurrences": report.occurrences,
+        "pools": [pool.to_json() for pool in report.pools],
         "parked_runs": [
             {
                 "run_id": run.run_id,

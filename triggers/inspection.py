@@ -74,6 +74,8 @@ class TriggerDescription:
     """When it was created, retired and revived, and by which apply."""
     alerts: list[AlertRecord] = field(default_factory=list)
     """Its newest alerts, each to one channel (none without an outbox to read)."""
+    pool: PoolView | None = None
+    """The trigger's pool with its use, when it names one."""
 
 
 ALERTS_DESCRIBED = 5
@@ -113,7 +115,22 @@ def describe_trigger(
         alerts=[]
         if alerts is None
         else alerts(trigger_id=trigger_id, status=None, limit=ALERTS_DESCRIBED),
+        pool=_pool_of(store, trigger),
     )
+
+
+def _pool_of(store: TriggerReads, trigger: Trigger) -> PoolView | None:
+    pool = trigger.spec.pool
+    if pool is None:
+        return None
+    members = [
+        row
+        for row in store.list_triggers()
+        if isinstance(row, Trigger)
+        and row.spec.pool is not None
+        and row.spec.pool.name == pool.name
+    ]
+    return next(iter(pool_views(store, members)), None)
 
 
 _APPLIES_SEARCHED = 200
@@ -260,6 +277,49 @@ def _with_successor(view: DaemonView, views: Sequence[DaemonView]) -> DaemonView
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class PoolView:
+    """A pool as `status` shows it: its size, and the runs of its members active now."""
+
+    name: str
+    slots: int
+    active: int
+    waiting: int
+    members: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "slots": self.slots,
+            "active": self.active,
+            "waiting": self.waiting,
+            "members": list(self.members),
+        }
+
+
+def pool_views(store: TriggerReads, triggers: Sequence[Trigger]) -> list[PoolView]:
+    """The pools the (not retired) triggers name, by name, with their use."""
+    slots: dict[str, int] = {}
+    members: dict[str, list[str]] = {}
+    for trigger in triggers:
+        pool = trigger.spec.pool
+        if pool is None or trigger.retired:
+            continue
+        slots[pool.name] = min(pool.slots, slots.get(pool.name, pool.slots))
+        members.setdefault(pool.name, []).append(trigger.id)
+    use = store.pool_use(sorted(slots)) if slots else {}
+    return [
+        PoolView(
+            name=name,
+            slots=slots[name],
+            active=use[name].active,
+            waiting=use[name].waiting,
+            members=tuple(sorted(members[name])),
+        )
+        for name in sorted(slots)
+    ]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class StatusReport:
     """`triggers status`: the service's health, as facts and one verdict."""
 
@@ -274,6 +334,8 @@ class StatusReport:
     waiting_runs: list[tuple[Any, tuple[Any, ...]]] = field(default_factory=list)
     """Runs waiting in a `sleep` or `wait_signal` step, with their waits (not a problem:
     a signal may be what someone is about to send)."""
+    pools: list[PoolView] = field(default_factory=list)
+    """Each pool the triggers name, with its use."""
 
     @property
     def alive(self) -> int:
@@ -317,6 +379,7 @@ def status_report(
         parked_runs=list(parked_runs),
         waiting_runs=list(waiting_runs),
         blocked=sorted(t.id for t in triggers if t.blocked_by and not t.retired),
+        pools=pool_views(store, triggers),
     )
 
 

@@ -192,6 +192,10 @@ class Metrics:
         """Report the outbox's alerts by status (`counts()`) at each scrape."""
         self.registry.register(_AlertCollector(counts))
 
+    def watch_pools(self, source: PoolSource) -> None:
+        """Report each pool's slots and active runs (`source()`) at each scrape."""
+        self.registry.register(_PoolCollector(source))
+
     def watch_parked(self, count: Callable[[], float]) -> None:
         """Report `count()` (runs waiting for an operator; NaN: unknown) at each scrape."""
         gauge = Gauge(
@@ -200,6 +204,37 @@ class Metrics:
             registry=self.registry,
         )
         gauge.set_function(count)
+
+
+PoolSource = Callable[[], Iterable[tuple[str, int, int]]]
+"""Each pool's name, slots and active runs, read at each scrape."""
+
+
+class _PoolCollector(Collector):
+    """`triggers_pool_slots{pool}` and `triggers_pool_active_runs{pool}`, read at each
+    scrape from the store (the ledger's active rows of the pool's members)."""
+
+    def __init__(self, source: PoolSource) -> None:
+        self._source = source
+
+    def collect(self) -> Iterator[Metric]:
+        slots = GaugeMetricFamily(
+            "triggers_pool_slots", "Runs a pool's members may have active at once", labels=["pool"]
+        )
+        active = GaugeMetricFamily(
+            "triggers_pool_active_runs",
+            "Runs of a pool's members active now (launching or launched)",
+            labels=["pool"],
+        )
+        try:
+            pools = sorted(self._source())
+        except StoreError:
+            pools = []
+        for name, size, running in pools:
+            slots.add_metric([name], size)
+            active.add_metric([name], running)
+        yield slots
+        yield active
 
 
 class _AlertCollector(Collector):

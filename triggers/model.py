@@ -69,6 +69,10 @@ class Reason(enum.StrEnum):
     CALENDAR = "calendar"
     """A calendar of the trigger excludes the occurrence's day (or time); the ledger row
     names the calendar and the day in `reason_detail`: `de-by (Allerheiligen)`."""
+    POOL_FULL = "pool_full"
+    """The trigger's pool had no free slot: its members' active runs fill it. The ledger
+    row names the pool in `reason_detail`; the trigger's overlap policy decides whether
+    the occurrence is skipped or waits, buffered, for a slot."""
 
 
 class Action(enum.StrEnum):
@@ -213,6 +217,21 @@ class CalendarSpec:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class PoolSpec:
+    """A named pool: at most `slots` runs of all its member triggers are active at once."""
+
+    name: str
+    slots: int
+
+    def to_json(self) -> dict[str, JsonValue]:
+        return {"name": self.name, "slots": self.slots}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, JsonValue]) -> PoolSpec:
+        return cls(name=data["name"], slots=int(data["slots"]))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class FlowSpec:
     """A declared flow: its name, its JSON definition and the digest that versions it."""
 
@@ -253,6 +272,9 @@ class TriggerSpec:
     """Calendars whose days (or times) the trigger does not fire on."""
     only: tuple[CalendarSpec, ...] = ()
     """When given, the trigger fires only on the days (or times) of one of these."""
+    pool: PoolSpec | None = None
+    """The pool whose slots the trigger's runs take (and its size, so that resizing a
+    pool is a revision of its members)."""
     # The digest, once computed: an apply compares ten thousand of them, twice.
     _digest: str = field(default="", init=False, repr=False, compare=False)
 
@@ -284,6 +306,7 @@ class TriggerSpec:
             # calendars is what it was before calendars existed.
             **({"exclude": [c.to_json() for c in self.exclude]} if self.exclude else {}),
             **({"only": [c.to_json() for c in self.only]} if self.only else {}),
+            **({"pool": self.pool.to_json()} if self.pool else {}),
         }
         # Only when declared, so that the digest (the revision) of other triggers is unchanged.
         if self.alert is not None:
@@ -324,6 +347,7 @@ class TriggerSpec:
             alert=AlertRule.from_json(data["alert"]) if data.get("alert") else None,
             exclude=tuple(CalendarSpec.from_json(c) for c in data.get("exclude", ())),
             only=tuple(CalendarSpec.from_json(c) for c in data.get("only", ())),
+            pool=PoolSpec.from_json(data["pool"]) if data.get("pool") else None,
         )
 
     def digest(self) -> str:

@@ -75,6 +75,7 @@ def _served_families() -> set[str]:
     )
     metrics.watch_parked(lambda: 0.0)
     metrics.watch_alerts(lambda: {"pending": 0, "delivered": 1, "failed": 0})
+    metrics.watch_pools(lambda: [("db-heavy", 2, 1)])
     metrics.fired("skipped", reason="overlap")
     metrics.store_error("claim")
     metrics.reloaded("applied", at=datetime.now(UTC))

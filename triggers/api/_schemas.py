@@ -230,6 +230,14 @@ class RevisionRow(Document):
     changes: list[FieldChangeRow]
 
 
+class PoolRow(Document):
+    name: str
+    slots: int = Field(description="Runs its members may have active at once.")
+    active: int = Field(description="Runs of its members active now (launching or launched).")
+    waiting: int = Field(description="Occurrences buffered for a slot (reason pool_full).")
+    members: list[str]
+
+
 class TriggerDescription(Document):
     id: str
     state: str
@@ -252,6 +260,7 @@ class TriggerDescription(Document):
     watermark: Instant
     runs_launched: int
     active_runs: list[str]
+    pool: PoolRow | None
     created_at: Instant
     updated_at: Instant
     revisions: list[RevisionRow]

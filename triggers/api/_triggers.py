@@ -24,6 +24,7 @@ from triggers.api._schemas import (
     NextFire,
     NoteBody,
     Paused,
+    PoolRow,
     TimeText,
     TriggerDescription,
     TriggerRow,
@@ -39,8 +40,8 @@ from triggers.documents import (
     paused_json,
     triggers_json,
 )
-from triggers.inspection import describe_trigger
-from triggers.model import Outcome
+from triggers.inspection import describe_trigger, pool_views
+from triggers.model import Outcome, Trigger
 from triggers.store.audit_log import ActionKind
 from triggers.times import parse_time
 from triggers.waits import open_waits
@@ -67,6 +68,14 @@ def list_triggers(ctx: Services, _caller: Reader) -> Json:
     found = services.list_triggers(ctx.store, now=ctx.clock.now())
     active = [view.active_run_id for view in found if view.active_run_id]
     return Json(triggers_json(found, open_waits(ctx.runs, active)))
+
+
+@router.get("/pools", response_model=list[PoolRow], tags=["triggers"])
+def list_pools(ctx: Services, _caller: Reader) -> Json:
+    """Each pool the triggers name, with its slots and use (`pools` of `triggers status
+    --json`)."""
+    triggers = [row for row in ctx.store.list_triggers() if isinstance(row, Trigger)]
+    return Json([pool.to_json() for pool in pool_views(ctx.store, triggers)])
 
 
 @router.get("/triggers/{trigger_id}", response_model=TriggerDescription, tags=["triggers"])

@@ -95,6 +95,12 @@ def _status_text(document: dict[str, Any], report: StatusReport, *, every: bool)
     )
     occurrences = ", ".join(f"{outcome} {n}" for outcome, n in sorted(report.occurrences.items()))
     write(f"occurrences: {occurrences or 'none yet'}\n")
+    for pool in report.pools:
+        waiting = f", {pool.waiting} waiting" if pool.waiting else ""
+        write(
+            f"pool {pool.name}: {pool.active} of {pool.slots} slots in use{waiting}"
+            f" ({len(pool.members)} triggers)\n"
+        )
     for run in report.parked_runs:
         trigger = run.attributes.get("trigger_id") or "-"
         write(f"parked run {run.run_id} (trigger {trigger}): triggers runs show {run.run_id}\n")

@@ -146,6 +146,13 @@ def _describevalue_text(found: TriggerDescription, *, now: datetime) -> None:
         write(f"  blocked by run {trigger.blocked_by} (waiting for an operator: runs show)\n")
     if found.active_runs:
         write(f"  active runs: {', '.join(found.active_runs)}\n")
+    if found.pool is not None:
+        pool = found.pool
+        waiting = f", {pool.waiting} waiting" if pool.waiting else ""
+        write(
+            f"  pool {pool.name}: {pool.active} of {pool.slots} slots in use{waiting}"
+            f" (members: {', '.join(pool.members)})\n"
+        )
     write(
         f"  decided up to {shown(trigger.watermark_at)}; {trigger.runs_launched} launched by its"
         " schedule (what max_runs counts; manual fires and backfills are not counted)\n"

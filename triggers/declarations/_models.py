@@ -133,6 +133,13 @@ class TriggerFieldsModel(_Model):
     alert: AlertRuleModel | None = None
     exclude: list[Id] | None = None
     only: list[Id] | None = None
+    pool: Id | None = None
+
+
+class PoolModel(_Model):
+    """One value of `pools:`: how many runs of its members may be active at once."""
+
+    slots: Count
 
 
 class HolidaysModel(_Model):
@@ -277,16 +284,20 @@ class FlowModel(_Model):
     fail_fast: bool | None = None
     python: Ref | None = None
     version: Annotated[str, StringConstraints(min_length=1, max_length=64)] | None = None
+    pool: Id | None = None
 
 
 class DocumentModel(_Model):
     """The top level; sections are validated item by item by the caller."""
 
-    nullable = frozenset({"version", "defaults", "flows", "triggers", "alerts", "calendars"})
+    nullable = frozenset(
+        {"version", "defaults", "flows", "triggers", "alerts", "calendars", "pools"}
+    )
 
     version: Any = None
     alerts: AlertsModel | None = None
     defaults: Any = None
     calendars: dict[Any, Any] | None = None
+    pools: dict[Any, Any] | None = None
     flows: dict[Any, Any] | None = None
     triggers: list[Any] | None = None

@@ -25,6 +25,7 @@ from triggers.declarations._models import (
     FlowModel,
     HolidaysModel,
     NamedCalendarModel,
+    PoolModel,
     RetryModel,
     StepModel,
     TriggerFieldsModel,
@@ -46,6 +47,7 @@ from triggers.model import (
     FlowSpec,
     HolidayRule,
     JsonValue,
+    PoolSpec,
     Schedule,
     TriggerSpec,
 )
@@ -71,7 +73,7 @@ _DEFAULT_ZONE = "UTC"
 # Keys that TriggerSpec holds under the same name and meaning, copied after merging.
 _COPIED_KEYS = sorted(
     TriggerFieldsModel.model_fields.keys()
-    - {"input", "catchup", "start", "end", "exclude", "only", "alert"}
+    - {"input", "catchup", "start", "end", "exclude", "only", "alert", "pool"}
 )
 _CALENDAR_RULES = ("holidays", "dates", "yearly", "weekdays", "cron")
 # A problem in any of these makes compiling the schedule pointless or misleading.
@@ -88,6 +90,11 @@ class _Context:
     channels: dict[str, AlertChannel] | None  # None: `alerts.channels` is invalid
     calendars: dict[str, CalendarSpec]
     calendar_names: list[str] | None  # None: `calendars` itself is invalid
+    pools: dict[str, PoolSpec]
+    pool_names: list[str] | None  # None: `pools` itself is invalid
+    flow_pools: dict[str, str]
+    """The `pool` each flow names, by flow (not part of its definition: the runtime
+    never sees it, and it does not version the flow)."""
 
 
 def build_specs(
@@ -125,6 +132,7 @@ def build_specs(
     if defaults is not None and defaults.alert is not None and channels is not None:
         _check_channels(defaults.alert, ("defaults", "alert"), channels, problems)
     raw_calendars = document.calendars or {}
+    raw_pools = document.pools or {}
     context = _Context(
         problems=problems,
         defaults=defaults,
@@ -134,7 +142,16 @@ def build_specs(
         channels=channels,
         calendars=_calendars(raw_calendars, problems),
         calendar_names=None if "calendars" in bad else [str(name) for name in raw_calendars],
+        pools=_pools(raw_pools, problems),
+        pool_names=None if "pools" in bad else [str(name) for name in raw_pools],
+        flow_pools={
+            name: raw["pool"]
+            for name, raw in raw_flows.items()
+            if isinstance(name, str) and isinstance(raw, dict) and isinstance(raw.get("pool"), str)
+        },
     )
+    for name, pool in context.flow_pools.items():
+        _pool_named(pool, ("flows", name, "pool"), context)
     raw_triggers = document.triggers or []
     triggers = [
         _trigger(raw, ("triggers", index), context) for index, raw in enumerate(raw_triggers)
@@ -188,6 +205,55 @@ def _calendars(raw_calendars: dict[Any, Any], problems: Problems) -> dict[str, C
         if problems.count == before:
             calendars[name] = calendar
     return calendars
+
+
+def _pools(raw_pools: dict[Any, Any], problems: Problems) -> dict[str, PoolSpec]:
+    pools = {}
+    for name, raw in raw_pools.items():
+        loc: Loc = ("pools", name)
+        if not isinstance(name, str):
+            problems.add(loc, f"a pool name must be a string, got {describe(name)}", at="key")
+            continue
+        before = problems.count
+        try:
+            check_id(name, what="pool name")
+        except ValueError as exc:
+            problems.add(loc, str(exc), at="key")
+        model, _ = validate_partial(PoolModel, raw, loc, problems)
+        if model is None or not isinstance(raw, dict):
+            continue
+        if problems.count == before:
+            pools[name] = PoolSpec(name=name, slots=model.slots)
+    return pools
+
+
+def _trigger_pool(trigger: TriggerModel, loc: Loc, context: _Context) -> PoolSpec | None:
+    """The trigger's `pool`: its own, else its flow's, else the defaults'; or None."""
+    defaults = context.defaults
+    if "pool" in trigger.model_fields_set:
+        return _pool_named(trigger.pool, (*loc, "pool"), context)
+    if trigger.flow in context.flow_pools:
+        # Reported at the flow, once, when unknown.
+        return context.pools.get(context.flow_pools[trigger.flow])
+    if defaults is not None and "pool" in defaults.model_fields_set:
+        return _pool_named(defaults.pool, ("defaults", "pool"), context)
+    return None
+
+
+def _pool_named(name: str | None, where: Loc, context: _Context) -> PoolSpec | None:
+    """The pool `name` (None: none), reporting an unknown one at `where`."""
+    if name is None:
+        return None
+    pool = context.pools.get(name)
+    known = context.pool_names
+    if pool is None and known is not None and name not in known:
+        hint = (
+            suggestion(name, known) or f" (declared: {', '.join(known)})"
+            if known
+            else ": this file declares no pools"
+        )
+        context.problems.add(where, f"unknown pool '{name}'{hint}")
+    return pool
 
 
 def _calendar_spec(name: str, model: NamedCalendarModel) -> CalendarSpec:
@@ -292,6 +358,7 @@ def _trigger(raw: object, loc: Loc, context: _Context) -> TriggerSpec | None:
     _check_flow_reference(trigger.flow, (*loc, "flow"), context)
     fields = _merged_fields(trigger, loc, context.defaults, problems)
     fields.update(_trigger_calendars(trigger, loc, context))
+    fields["pool"] = _trigger_pool(trigger, loc, context)
     zone, start_at, end_at = fields["timezone"], fields["start_at"], fields["end_at"]
     schedule = _schedule(raw, trigger, loc, zone, problems)
     bounds_ok = start_at is None or end_at is None or end_at > start_at

@@ -432,13 +432,15 @@ class Scheduler:
             log.info("ledger_pruned", rows=pruned)
 
     def _on_settled(self, trigger_ids: set[str]) -> None:
-        """Monitor thread: runs stopped; buffered occurrences may launch now."""
+        """Monitor thread: runs stopped; buffered occurrences may launch now (of the
+        trigger, or of any member of its pool, whose slot came free)."""
         for trigger_id in trigger_ids:
             entry = self._timetable.entries.get(trigger_id)
             if (
                 entry is None
                 or entry.trigger.spec.overlap in _BUFFERING
                 or entry.trigger.buffered_count
+                or entry.trigger.spec.pool is not None
             ):
                 self.pending.want()
                 return

@@ -21,6 +21,7 @@ _NEW_COLUMNS = (
     "digest",
     "declaration",
     "enabled",
+    "pool",
     "watermark_at",
     "created_at",
     "updated_at",
@@ -59,6 +60,7 @@ class ApplyPlan:
                     "digest": digest,
                     "declaration": declaration,
                     "enabled": spec.enabled,
+                    "pool": None if spec.pool is None else spec.pool.name,
                     "watermark_at": now,
                     "created_at": now,
                     "updated_at": now,
@@ -80,6 +82,7 @@ class ApplyPlan:
                 "digest": digest,
                 "declaration": declaration,
                 "enabled": spec.enabled,
+                "pool": None if spec.pool is None else spec.pool.name,
                 "revision": revision,
                 # A revived trigger owes nothing for the time it was retired.
                 "watermark_at": max(row.watermark_at, now) if row.retired else row.watermark_at,

@@ -41,10 +41,17 @@ class BufferPlan:
     drop: list[tuple[int, Outcome, Reason]] = field(default_factory=list)
     keep: list[int] = field(default_factory=list)
     scheduled_launches: int = 0
+    pool_full: bool = False
+    """The trigger had room, its pool had not: what it keeps waits for a slot (the
+    caller records them buffered with reason `pool_full`, so they keep their turn)."""
 
 
 def resolve_buffer(
-    trigger: Trigger, waiting: Sequence[Waiting], *, active: Sequence[Active]
+    trigger: Trigger,
+    waiting: Sequence[Waiting],
+    *,
+    active: Sequence[Active],
+    pool_room: int | None = None,
 ) -> BufferPlan:
     """Resolve a trigger's buffer, oldest first, under its policy as it is now.
 
@@ -57,10 +64,16 @@ def resolve_buffer(
     `max_buffer` (the rest `buffer_full`); `supersede` keeps only the newest (the
     older ones, and any older than an active occurrence, are `superseded`) and
     turns it into a supersede of the active run once that run has an id.
+
+    `pool_room` is the free slots of the trigger's pool (None: no pool): launches
+    take them too, and an occurrence its trigger has room for but its pool has not
+    waits, or is dropped with reason `pool_full`.
     """
     spec = trigger.spec
     plan = BufferPlan()
-    free = max(0, capacity(spec.overlap, spec.max_active) - len(active))
+    own = max(0, capacity(spec.overlap, spec.max_active) - len(active))
+    free = own if pool_room is None else min(own, max(0, pool_room))
+    pool_full = plan.pool_full = own > free and not trigger.paused
     runs_left = None if spec.max_runs is None else spec.max_runs - trigger.runs_launched
     newest = _newest_own(waiting, active) if spec.overlap is Overlap.SUPERSEDE else None
     queued = 0  # occurrences kept so far that later ones must wait behind
@@ -91,7 +104,10 @@ def resolve_buffer(
             continue
         decision = blocked(trigger, _waiting_own(spec.overlap, spec.max_buffer, queued, active))
         if decision.action is Action.SKIP:
-            plan.drop.append((index, Outcome.SKIPPED, decision.reason or Reason.OVERLAP))
+            reason = decision.reason or Reason.OVERLAP
+            if pool_full and reason is Reason.OVERLAP:
+                reason = Reason.POOL_FULL
+            plan.drop.append((index, Outcome.SKIPPED, reason))
         elif decision.action is Action.BUFFER:
             plan.keep.append(index)
             queued += 1

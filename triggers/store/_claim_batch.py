@@ -90,6 +90,8 @@ class ClaimBatch:
         """Call once the store committed: the runs started within it may go on."""
         self._counters: dict[str, Counters] = {}
         self._watermarks: dict[str, datetime] = {}
+        self._pool_room: dict[str, int] = {}
+        """By pool of the batch's triggers: slots left, less the occurrences waiting."""
 
     def run(self) -> list[ClaimResult]:
         """Decide and record every request; per request, its claim or its error.
@@ -101,6 +103,7 @@ class ClaimBatch:
         stored = rows.lock_triggers(sorted(ids | {split.trigger_id for split in splits}))
         if splits:
             rows.apply_splits(splits, self._now)
+        self._lock_pools(stored)
         operators, superseding = self._kinds(stored)
         existing, existing_keys = rows.held(requests) if operators else (set(), set())
         backfills = [r for r in requests if r.kind == "backfill"]
@@ -159,6 +162,23 @@ class ClaimBatch:
         self._write(items, stored)
         return final
 
+    def _lock_pools(self, stored: Mapping[str, StoredTrigger | StoreError]) -> None:
+        """Lock the pools of the batch's triggers and count what each has left.
+
+        The pool's size is its members' declaration's (the smallest, should two
+        members of this batch disagree)."""
+        slots: dict[str, int] = {}
+        for trigger in stored.values():
+            pool = None if isinstance(trigger, StoreError) else trigger.spec.pool
+            if pool is not None:
+                slots[pool.name] = min(pool.slots, slots.get(pool.name, pool.slots))
+        if not slots:
+            return
+        use = self._rows.lock_pools(sorted(slots))
+        self._pool_room = {
+            name: size - use[name].active - use[name].waiting for name, size in slots.items()
+        }
+
     def _kinds(self, stored: Mapping[str, StoredTrigger | StoreError]) -> tuple[bool, bool]:
         """Whether any request is an operator's, and whether any is under `supersede`.
 
@@ -191,8 +211,28 @@ class ClaimBatch:
         if runs is None:
             runs = active[trigger_id] = []
         has_run = bool(runs) and all(run_id is not None for run_id in runs)
-        decision = decide(trigger, counters, request, active_has_run=has_run, replaced=replaced)
+        pool = trigger.spec.pool
+        room = None if pool is None else self._pool_room.get(pool.name)
+        decision = decide(
+            trigger,
+            counters,
+            request,
+            active_has_run=has_run,
+            replaced=replaced,
+            pool_room=room,
+        )
         action = decision.action
+        if (
+            pool is not None
+            and room is not None
+            and (
+                action is Action.FIRE
+                or action is Action.SUPERSEDE
+                or (action is Action.BUFFER and decision.reason is Reason.POOL_FULL)
+            )
+        ):
+            # A slot taken, or one more occurrence waiting ahead of the next.
+            self._pool_room[pool.name] = room - 1
         item = _Item(request, key, action, decision.reason)
         if action is Action.FIRE or action is Action.SUPERSEDE:
             if action is Action.SUPERSEDE:
@@ -227,7 +267,7 @@ class ClaimBatch:
             lease_expires_at=self._lease_expires if launching else None,
             supersedes_run_id=item.supersedes,
             blocked_by=trigger.blocked_by if item.reason is Reason.BLOCKED else None,
-            reason_detail=request.excluded_by if item.reason is Reason.CALENDAR else None,
+            reason_detail=_detail(trigger, request, item.reason),
         )
 
     def _check_carved(self, items: list[_Item]) -> None:
@@ -279,6 +319,9 @@ class ClaimBatch:
             started = item.started = record_start(row, claimed, answer, now=self._now)
             if isinstance(started, Completed | Refused):
                 self._counters[row.trigger_id].active_count -= 1
+                pool = claimed.trigger.spec.pool
+                if pool is not None and pool.name in self._pool_room:
+                    self._pool_room[pool.name] += 1
                 freed = True
         return freed
 
@@ -389,6 +432,15 @@ _OUTCOMES = {
     Action.SUPERSEDED: Outcome.SUPERSEDED,
 }
 _SETTLED_AT_CLAIM = frozenset({Outcome.SKIPPED, Outcome.SUPERSEDED})
+
+
+def _detail(trigger: StoredTrigger, request: ClaimRequest, reason: Reason | None) -> str | None:
+    """What a new row's reason names: the calendar and the day, or the pool."""
+    if reason is Reason.CALENDAR:
+        return request.excluded_by
+    if reason is Reason.POOL_FULL and trigger.spec.pool is not None:
+        return trigger.spec.pool.name
+    return None
 
 
 def _nothing() -> None:

@@ -18,7 +18,7 @@ from triggers.alert_rules import AlertFacts, AlertRule
 from triggers.errors import StoreError
 from triggers.store._decide import StoredTrigger
 from triggers.store._fire_row import FireRow
-from triggers.store.protocol import ClaimRequest, RangeSplit, StoreTransaction
+from triggers.store.protocol import ClaimRequest, PoolUse, RangeSplit, StoreTransaction
 
 Identity = tuple[str, datetime, str]
 """A ledger row's occurrence: trigger id, occurrence, manual key."""
@@ -53,6 +53,11 @@ class ClaimRows(Protocol):
 
         Raises:
             LedgerChangedError: a row is gone or differs from what the caller read."""
+        ...
+
+    def lock_pools(self, pools: Collection[str]) -> dict[str, PoolUse]:
+        """Lock `pools` for the transaction (after the trigger rows) and count each
+        one's use from the ledger as the lock leaves it."""
         ...
 
     def held(self, requests: Sequence[ClaimRequest]) -> tuple[set[Identity], set[str]]:

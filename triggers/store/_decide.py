@@ -200,6 +200,7 @@ _IGNORED = Decision(Action.IGNORED)
 _SKIP_OVERLAP = Decision(Action.SKIP, Reason.OVERLAP)
 _BUFFER_OVERLAP = Decision(Action.BUFFER, Reason.OVERLAP)
 _SKIP_CALENDAR = Decision(Action.SKIP, Reason.CALENDAR)
+_SKIP_POOL_FULL = Decision(Action.SKIP, Reason.POOL_FULL)
 
 
 def excluded(request: ClaimRequest) -> bool:
@@ -232,17 +233,28 @@ def decide(
     *,
     active_has_run: bool,
     replaced: bool = False,
+    pool_room: int | None = None,
 ) -> Decision:
     """Decide one occurrence and update `counters` to reflect it.
 
     `active_has_run` says whether every active occurrence already has a run id: a
     reservation has no run the runtime could cancel, so supersede buffers behind
     it. `replaced` says that a newer occurrence of the same batch supersedes this
-    one, which is then recorded `superseded` without ever starting.
+    one, which is then recorded `superseded` without ever starting. `pool_room` is
+    what the trigger's pool has left (its slots less its active runs and the
+    occurrences waiting for one; None: no pool): with none left, an occurrence its
+    trigger has room for follows the policy with reason `pool_full`.
     """
     decision = blocked(
         trigger,
-        _decide(trigger, counters, request, active_has_run=active_has_run, replaced=replaced),
+        _decide(
+            trigger,
+            counters,
+            request,
+            active_has_run=active_has_run,
+            replaced=replaced,
+            pool_room=pool_room,
+        ),
     )
     if decision.action in (Action.FIRE, Action.SUPERSEDE):
         counters.active_count += 1
@@ -273,6 +285,7 @@ def _decide(
     *,
     active_has_run: bool,
     replaced: bool,
+    pool_room: int | None,
 ) -> Decision:
     spec = trigger.spec
     if trigger.retired:
@@ -292,15 +305,35 @@ def _decide(
         return Decision(Action.SUPERSEDED, Reason.OVERLAP)
     if request.overlap is Overlap.ALLOW:
         # An operator asking for `allow` wants this run alongside the others: the
-        # trigger's `max_active` bounds its own occurrences, not this request.
-        return _FIRE
-    free = max(0, capacity(overlap, spec.max_active) - counters.active_count)
+        # trigger's `max_active` bounds its own occurrences, not this request. Its
+        # pool bounds every run.
+        return _SKIP_POOL_FULL if pool_room is not None and pool_room <= 0 else _FIRE
+    own = max(0, capacity(overlap, spec.max_active) - counters.active_count)
+    free = own if pool_room is None else min(own, max(0, pool_room))
     queued = counters.buffered_count if overlap in (Overlap.BUFFER, Overlap.BUFFER_ALL) else 0
     if free and not queued:
         return _FIRE
     # Older buffered occurrences take the free slots first; this one waits behind
     # whatever is left of the buffer after that.
-    ahead = max(0, queued - free)
+    decision = _by_policy(
+        trigger, request, overlap, ahead=max(0, queued - free), active_has_run=active_has_run
+    )
+    if own > free and decision.reason is Reason.OVERLAP:
+        # The trigger had room; its pool had none.
+        return Decision(decision.action, Reason.POOL_FULL)
+    return decision
+
+
+def _by_policy(
+    trigger: TriggerView,
+    request: ClaimRequest,
+    overlap: Overlap,
+    *,
+    ahead: int,
+    active_has_run: bool,
+) -> Decision:
+    """An occurrence that cannot launch freely, `ahead` others waiting before it."""
+    spec = trigger.spec
     match overlap:
         case Overlap.SKIP | Overlap.ALLOW:
             return _SKIP_OVERLAP

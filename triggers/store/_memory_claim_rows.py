@@ -15,8 +15,9 @@ from triggers.model import Outcome, idempotency_key
 from triggers.store import _memory_ledger as ledger
 from triggers.store._claim_seam import Identity, TriggerUpdate
 from triggers.store._fire_row import FireRow
+from triggers.store._memory_pools import pool_use
 from triggers.store._memory_rows import Tables, TriggerRow
-from triggers.store.protocol import ClaimRequest, RangeSplit, StoreTransaction
+from triggers.store.protocol import ClaimRequest, PoolUse, RangeSplit, StoreTransaction
 
 
 class MemoryTransaction(StoreTransaction):
@@ -52,6 +53,9 @@ class MemoryClaimRows:
 
     def apply_splits(self, splits: Sequence[RangeSplit], now: datetime) -> None:
         ledger.apply_splits(self._tables, splits, now)
+
+    def lock_pools(self, pools: Collection[str]) -> dict[str, PoolUse]:
+        return pool_use(self._tables, pools)  # the store's lock is held already
 
     def held(self, requests: Sequence[ClaimRequest]) -> tuple[set[Identity], set[str]]:
         tables = self._tables

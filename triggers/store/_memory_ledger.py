@@ -8,7 +8,7 @@ runs on the tables under the store's lock.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Iterable, Sequence
 from datetime import datetime, timedelta
 
 from triggers.errors import (
@@ -21,6 +21,7 @@ from triggers.errors import (
 from triggers.model import Action, FireRecord, Outcome, Reason, Trigger, idempotency_key
 from triggers.store._buffers import Active, Waiting, resolve_buffer
 from triggers.store._fire_row import FireRow, cut, new_reservation
+from triggers.store._memory_pools import pool_use
 from triggers.store._memory_rows import Tables, ordered
 from triggers.store.protocol import RangeRecord, RangeSplit, Reserved, RunChange, Settlement
 
@@ -154,15 +155,54 @@ def take_pending(
         reservation = row.reservation = new_reservation()
         row.lease_owner, row.host, row.lease_expires_at = owner, host, cut(now + lease)
         claims.append(_pending_claim(trigger, row, reservation))
-    for trigger_id in sorted(buffered):
+    rooms = _pool_rooms(tables, stored.values())
+    for trigger_id in _in_turn(tables, buffered) if rooms else sorted(buffered):
         trigger = stored.get(trigger_id)
-        if trigger is not None:
-            claims += _resolve_one(tables, trigger, owner=owner, host=host, now=now, lease=lease)
+        if trigger is None:
+            continue
+        pool = trigger.spec.pool
+        room = None if pool is None else rooms.get(pool.name)
+        launched = _resolve_one(
+            tables, trigger, owner=owner, host=host, now=now, lease=lease, pool_room=room
+        )
+        if pool is not None and room is not None:
+            rooms[pool.name] = room - len(launched)
+        claims += launched
     return claims
 
 
+def _pool_rooms(tables: Tables, triggers: Iterable[Trigger]) -> dict[str, int]:
+    """The free slots of the triggers' pools (as the SQL store's `_pool_rooms`)."""
+    slots: dict[str, int] = {}
+    for trigger in triggers:
+        pool = trigger.spec.pool
+        if pool is not None:
+            slots[pool.name] = min(pool.slots, slots.get(pool.name, pool.slots))
+    use = pool_use(tables, slots)
+    return {name: size - use[name].active for name, size in slots.items()}
+
+
+def _in_turn(tables: Tables, candidates: Collection[str]) -> list[str]:
+    """The candidates, the oldest waiting occurrence first (as the SQL store's)."""
+    oldest: dict[str, datetime] = {}
+    for row in tables.with_outcome(Outcome.BUFFERED):
+        if row.trigger_id in candidates:
+            at = oldest.get(row.trigger_id)
+            if at is None or row.occurrence_at < at:
+                oldest[row.trigger_id] = row.occurrence_at
+    latest = max(oldest.values(), default=None)
+    return sorted(candidates, key=lambda trigger_id: (oldest.get(trigger_id) or latest, trigger_id))
+
+
 def _resolve_one(
-    tables: Tables, trigger: Trigger, *, owner: str, host: str, now: datetime, lease: timedelta
+    tables: Tables,
+    trigger: Trigger,
+    *,
+    owner: str,
+    host: str,
+    now: datetime,
+    lease: timedelta,
+    pool_room: int | None = None,
 ) -> list[Reserved]:
     waiting_rows = ordered(
         row for row in tables.with_outcome(Outcome.BUFFERED) if row.trigger_id == trigger.id
@@ -175,7 +215,12 @@ def _resolve_one(
         Waiting(occurrence_at=row.occurrence_at, operator=row.kind != "scheduled")
         for row in waiting_rows
     ]
-    plan = resolve_buffer(trigger, waiting, active=active)
+    plan = resolve_buffer(trigger, waiting, active=active, pool_room=pool_room)
+    pool = trigger.spec.pool
+    if pool is not None:  # why the kept ones wait (see the SQL store's `_retag_kept`)
+        reason, detail = (Reason.POOL_FULL, pool.name) if plan.pool_full else (Reason.OVERLAP, None)
+        for index in plan.keep:
+            waiting_rows[index].reason, waiting_rows[index].reason_detail = reason, detail
     unchanged = (trigger.active_count, trigger.buffered_count) == (len(active), len(plan.keep))
     if unchanged and not plan.launch and not plan.drop:
         return []  # a held buffer (paused trigger) costs no write
@@ -185,13 +230,18 @@ def _resolve_one(
         tables.set_outcome(row, outcome)
         row.reason, row.settled_at = reason, now
         row.blocked_by = trigger.blocked_by if reason is Reason.BLOCKED else None
+        row.reason_detail = (
+            trigger.spec.pool.name
+            if reason is Reason.POOL_FULL and trigger.spec.pool is not None
+            else None
+        )
         tables.settled(now)
     claims = []
     for index, supersedes in plan.launch:
         row = waiting_rows[index]
         tables.set_outcome(row, Outcome.LAUNCHING)
         reservation = row.reservation = new_reservation()
-        row.reason = None
+        row.reason = row.reason_detail = None
         row.lease_owner, row.host, row.lease_expires_at = owner, host, cut(now + lease)
         row.revision, row.supersedes_run_id = trigger.revision, supersedes
         claims.append(_pending_claim(trigger, row, reservation))

@@ -18,6 +18,8 @@ from triggers.errors import StoreError
 from triggers.model import Action, Outcome, Reason, Trigger, idempotency_key
 from triggers.store._buffers import Active, BufferPlan, Waiting, resolve_buffer
 from triggers.store._fire_row import new_reservation
+from triggers.store._sql_common import chunks
+from triggers.store._sql_pools import lock_pools, pool_use
 from triggers.store.protocol import Reserved
 from triggers.store.schema import fires, triggers
 
@@ -122,18 +124,69 @@ def promote_buffered(
     `candidates` are triggers `stored` holds locked (see `pending_triggers`).
     Launches come back as claims (fire, or supersede of the active run); the
     occurrences the policy drops are settled in the ledger with their reason.
+    Members of a pool take its free slots oldest waiting occurrence first.
     """
     claims: list[Reserved] = []
-    for trigger_id in candidates:
+    rooms = _pool_rooms(conn, candidates, stored)
+    for trigger_id in _in_turn(conn, candidates, stored) if rooms else candidates:
         trigger = stored.get(trigger_id)
         if not isinstance(trigger, Trigger):
             continue
-        claims += _resolve_one(conn, trigger, owner=owner, host=host, now=now, lease=lease)
+        pool = trigger.spec.pool
+        room = None if pool is None else rooms.get(pool.name)
+        launched = _resolve_one(
+            conn, trigger, owner=owner, host=host, now=now, lease=lease, pool_room=room
+        )
+        if pool is not None and room is not None:
+            rooms[pool.name] = room - len(launched)
+        claims += launched
     return claims
 
 
+def _pool_rooms(
+    conn: Connection, candidates: Sequence[str], stored: Mapping[str, Trigger | StoreError]
+) -> dict[str, int]:
+    """Lock the candidates' pools (after their trigger rows) and count each one's free
+    slots (its size less its active rows)."""
+    slots: dict[str, int] = {}
+    for trigger_id in candidates:
+        trigger = stored.get(trigger_id)
+        pool = trigger.spec.pool if isinstance(trigger, Trigger) else None
+        if pool is not None:
+            slots[pool.name] = min(pool.slots, slots.get(pool.name, pool.slots))
+    if not slots:
+        return {}
+    lock_pools(conn, slots)
+    use = pool_use(conn, slots)
+    return {name: size - use[name].active for name, size in slots.items()}
+
+
+def _in_turn(
+    conn: Connection, candidates: Sequence[str], stored: Mapping[str, Trigger | StoreError]
+) -> list[str]:
+    """The candidates in the order their buffers wait: the oldest waiting occurrence
+    first, so that the members of a pool take its slots in order of occurrence."""
+    oldest: dict[str, datetime] = {}
+    for part in chunks(sorted(candidates)):
+        rows = conn.execute(
+            sa.select(fires.c.trigger_id, sa.func.min(fires.c.occurrence_at))
+            .where(fires.c.trigger_id.in_(part), fires.c.outcome == Outcome.BUFFERED.value)
+            .group_by(fires.c.trigger_id)
+        )
+        oldest.update((trigger_id, at) for trigger_id, at in rows)
+    latest = max(oldest.values(), default=None)
+    return sorted(candidates, key=lambda trigger_id: (oldest.get(trigger_id) or latest, trigger_id))
+
+
 def _resolve_one(
-    conn: Connection, trigger: Trigger, *, owner: str, host: str, now: datetime, lease: timedelta
+    conn: Connection,
+    trigger: Trigger,
+    *,
+    owner: str,
+    host: str,
+    now: datetime,
+    lease: timedelta,
+    pool_room: int | None = None,
 ) -> list[Reserved]:
     waiting_rows = (
         conn.execute(
@@ -156,7 +209,10 @@ def _resolve_one(
         Waiting(occurrence_at=row["occurrence_at"], operator=row["kind"] != "scheduled")
         for row in waiting_rows
     ]
-    plan = resolve_buffer(trigger, waiting, active=active)
+    plan = resolve_buffer(trigger, waiting, active=active, pool_room=pool_room)
+    pool = trigger.spec.pool
+    if pool is not None:
+        _retag_kept(conn, waiting_rows, plan, pool.name)
     unchanged = (trigger.active_count, trigger.buffered_count) == (len(active), len(plan.keep))
     if unchanged and not plan.launch and not plan.drop:
         return []  # a held buffer (paused trigger) costs no write
@@ -195,6 +251,7 @@ def _apply(
                 reason=reason.value,
                 settled_at=now,
                 blocked_by=trigger.blocked_by if reason is Reason.BLOCKED else None,
+                reason_detail=pool_detail(trigger, reason),
             )
         )
     claims = []
@@ -207,6 +264,7 @@ def _apply(
             .values(
                 outcome=Outcome.LAUNCHING.value,
                 reason=None,
+                reason_detail=None,
                 reservation=reservation,
                 lease_owner=owner,
                 host=host,
@@ -217,6 +275,30 @@ def _apply(
         )
         claims.append(pending_claim(trigger, {**row, "supersedes_run_id": supersedes}, reservation))
     return claims
+
+
+def _retag_kept(
+    conn: Connection, rows: Sequence[Mapping[Any, Any]], plan: BufferPlan, pool: str
+) -> None:
+    """Record why a pool member's kept occurrences wait: `pool_full` when the pool holds
+    them (so they count as waiting, and no newer occurrence of another member takes
+    the next free slot first), `overlap` when the trigger itself does (so a member
+    blocked or busy with its own run holds no place in the pool's queue)."""
+    reason, detail = (Reason.POOL_FULL, pool) if plan.pool_full else (Reason.OVERLAP, None)
+    ids = [rows[index]["id"] for index in plan.keep if rows[index]["reason"] != reason.value]
+    if ids:
+        conn.execute(
+            fires.update()
+            .where(fires.c.id.in_(ids))
+            .values(reason=reason.value, reason_detail=detail)
+        )
+
+
+def pool_detail(trigger: Trigger, reason: Reason) -> str | None:
+    """A dropped buffered row's `reason_detail`: its pool, when the pool dropped it."""
+    if reason is Reason.POOL_FULL and trigger.spec.pool is not None:
+        return trigger.spec.pool.name
+    return None
 
 
 def pending_claim(trigger: Trigger, row: Mapping[Any, Any], reservation: str) -> Reserved:

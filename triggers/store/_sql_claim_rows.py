@@ -25,7 +25,8 @@ from triggers.store._claim_seam import Identity, TriggerUpdate
 from triggers.store._fire_row import FireRow
 from triggers.store._ranges import apply_splits, covered_by_ranges
 from triggers.store._sql_common import chunks, executemany, lock_triggers
-from triggers.store.protocol import ClaimRequest, RangeSplit
+from triggers.store._sql_pools import lock_pools, pool_use
+from triggers.store.protocol import ClaimRequest, PoolUse, RangeSplit
 from triggers.store.schema import fires, triggers
 from triggers.store.sql_transaction import SqlTransaction
 
@@ -82,6 +83,10 @@ class SqlClaimRows:
 
     def apply_splits(self, splits: Sequence[RangeSplit], now: datetime) -> None:
         apply_splits(self._conn, splits, now)
+
+    def lock_pools(self, pools: Collection[str]) -> dict[str, PoolUse]:
+        lock_pools(self._conn, pools)
+        return pool_use(self._conn, pools)
 
     def held(self, requests: Sequence[ClaimRequest]) -> tuple[set[Identity], set[str]]:
         by_trigger: dict[str, list[datetime]] = {}

@@ -22,6 +22,7 @@ from triggers.store import _memory_ledger as ledger
 from triggers.store._claim_batch import ClaimBatch
 from triggers.store._fire_row import FireRow, cut
 from triggers.store._memory_claim_rows import MemoryClaimRows, MemoryTransaction
+from triggers.store._memory_pools import pool_use
 from triggers.store._memory_rows import Tables, TriggerRow
 from triggers.store.protocol import (
     ActiveRun,
@@ -32,6 +33,7 @@ from triggers.store.protocol import (
     HistoryQuery,
     Launch,
     LaunchWithin,
+    PoolUse,
     RangeRecord,
     RangeSplit,
     RecordedDowntime,
@@ -290,6 +292,10 @@ class MemoryTriggerStore:
         if changes:
             with self._lock:
                 ledger.record_run_changes(self._tables, changes, now)
+
+    def pool_use(self, pools: Collection[str]) -> dict[str, PoolUse]:
+        with self._lock:
+            return pool_use(self._tables, pools)
 
     def active_runs(self) -> list[ActiveRun]:
         with self._lock:

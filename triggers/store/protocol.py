@@ -293,6 +293,18 @@ def silence_limit(poll_interval: timedelta) -> timedelta:
     return poll_interval * 3 + timedelta(seconds=5)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PoolUse:
+    """A pool's use as the ledger holds it: rows of its member triggers."""
+
+    active: int = 0
+    """Launching or launched: each takes one of the pool's slots."""
+    waiting: int = 0
+    """Buffered with reason `pool_full`, of members that may launch (not paused,
+    disabled, retired or blocked by a parked run): the occurrences ahead of any new
+    one."""
+
+
 TriggerRow = Trigger | StoreError
 """A listed trigger, or the error that decoding its row raised (isolated per row)."""
 
@@ -335,6 +347,11 @@ class TriggerReads(Protocol):
 
     def active_runs(self) -> list[ActiveRun]:
         """Ledger rows in `launched` state, for the monitor to re-attach to."""
+        ...
+
+    def pool_use(self, pools: Collection[str]) -> dict[str, PoolUse]:
+        """The use of each of `pools` (by the triggers' stored `pool`), every one of
+        them answered (a pool no row names has none)."""
         ...
 
     def history(self, query: HistoryQuery) -> list[FireRecord]:

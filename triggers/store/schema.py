@@ -67,6 +67,9 @@ triggers = sa.Table(
     sa.Column("open_range_id", sa.BigInteger, nullable=True),
     # The run that blocks new launches: active, and waiting for an operator (parked).
     sa.Column("blocked_by", sa.String(64), nullable=True),
+    # The pool its runs take slots of (its declaration's `pool`): a claim counts the
+    # pool's active runs by joining the ledger to its members.
+    sa.Column("pool", sa.String(128), nullable=True),
     sa.Column("created_at", UtcDateTime, nullable=False),
     sa.Column("updated_at", UtcDateTime, nullable=False),
     # The daemon's poll reads the rows written since its last one, and those with a
@@ -75,6 +78,7 @@ triggers = sa.Table(
     # (Not partial: a `postgresql_where` would load the PostgreSQL dialect into every
     # command on SQLite.)
     sa.Index("ix_triggers_buffered_count", "buffered_count"),
+    sa.Index("ix_triggers_pool", "pool"),
 )
 
 fires = sa.Table(

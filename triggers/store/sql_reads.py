@@ -26,7 +26,14 @@ from triggers.store._downtime import read_downtime
 from triggers.store._driver_errors import translated
 from triggers.store._settlements import last_settled
 from triggers.store._sql_common import chunks, read_triggers, select_triggers
-from triggers.store.protocol import ActiveRun, Heartbeat, HistoryQuery, RecordedDowntime
+from triggers.store._sql_pools import pool_use
+from triggers.store.protocol import (
+    ActiveRun,
+    Heartbeat,
+    HistoryQuery,
+    PoolUse,
+    RecordedDowntime,
+)
 from triggers.store.schema import fires, heartbeats, meta, triggers
 
 APPLIED_DIGEST = "applied_declarations_digest"
@@ -90,6 +97,12 @@ class SqlTriggerReads:
         if isinstance(trigger, StoreError):
             raise trigger
         return trigger
+
+    def pool_use(self, pools: Collection[str]) -> dict[str, PoolUse]:
+        if not pools:
+            return {}
+        with self._read() as conn:
+            return pool_use(conn, pools)
 
     def active_runs(self) -> list[ActiveRun]:
         with self._read() as conn:

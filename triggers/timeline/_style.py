@@ -47,6 +47,7 @@ HATCHES = {
     "max_runs": "--",
     "blocked": "oo",
     "calendar": "||",
+    "pool_full": "==",
 }
 """By reason, on the shade of a skipped or missed range: the reason without a label."""
 
