@@ -15,7 +15,7 @@ import pytest
 from tests.factories import spec
 from triggers.clock import utc
 from triggers.errors import InputError
-from triggers.model import AtSchedule, CronSchedule, Outcome, Reason, TriggerSpec
+from triggers.model import AtSchedule, CronSchedule, Outcome, Overlap, Reason, TriggerSpec
 from triggers.scheduler.forecast import forecast
 from triggers.scheduler.occurrences import compile_schedule, count_occurrences
 from triggers.simulation import ClockJump, Downtime, Edit, Interval, Pause, Scenario, simulate
@@ -261,9 +261,19 @@ def test_a_duration_longer_than_a_triggers_period_is_warned_about() -> None:
     )
 
     assert scenario.warnings() == [
-        "--duration 1h30m: longer than hourly's period (1h from 2027-03-01T01:00:00.000Z): "
-        "its next occurrences meet its overlap policy (skip)"
+        "--duration 1h30m: longer than hourly's period (1h): "
+        "the next occurrences meet the overlap policy (skip)"
     ]
     assert (
         Scenario(specs=[spec("hourly", every=HOUR)], start_at=T0, end_at=T0 + DAY).warnings() == []
     )
+    both = Scenario(
+        specs=[spec("a", every=HOUR), spec("b", every=HOUR, overlap=Overlap.BUFFER)],
+        start_at=T0,
+        end_at=T0 + DAY,
+        default_duration=2 * HOUR,
+    )
+    assert both.warnings() == [
+        "--duration 2h: longer than the period of a, b (1h): "
+        "the next occurrences meet the overlap policy (buffer, skip)"
+    ]

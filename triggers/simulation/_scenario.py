@@ -124,7 +124,7 @@ class Scenario:
             next_occurrences,
         )
 
-        said = []
+        longer: dict[tuple[str, timedelta, timedelta], list[TriggerSpec]] = {}
         for spec in self.specs:
             duration = self.duration_of(spec.id)
             if duration <= timedelta(0):
@@ -136,10 +136,16 @@ class Scenario:
             if len(first) < 2 or first[1] - first[0] >= duration:  # noqa: PLR2004 - two
                 continue
             given = f"{spec.id}=" if spec.id in self.durations else ""
+            longer.setdefault((given, duration, first[1] - first[0]), []).append(spec)
+        said = []
+        for (given, duration, period), specs in longer.items():
+            names = ", ".join(spec.id for spec in specs)
+            policies = ", ".join(sorted({spec.overlap.value for spec in specs}))
+            whose = f"{names}'s period" if len(specs) == 1 else f"the period of {names}"
             said.append(
-                f"--duration {given}{format_duration(duration)}: longer than {spec.id}'s "
-                f"period ({format_duration(first[1] - first[0])} from {iso(first[0])}): "
-                f"its next occurrences meet its overlap policy ({spec.overlap.value})"
+                f"--duration {given}{format_duration(duration)}: longer than {whose} "
+                f"({format_duration(period)}): the next occurrences meet the overlap "
+                f"policy ({policies})"
             )
         return said
 
