@@ -195,6 +195,16 @@ class MetricsServer:
             timeout = _REQUEST_TIMEOUT_S
 
             def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+                self._answer(body_too=True)
+
+            def do_HEAD(self) -> None:  # noqa: N802 (http.server's name)
+                """A probe's status without its body (health checkers that send HEAD)."""
+                if urlsplit(self.path).path not in PROBE_PATHS:
+                    self.send_error(405)
+                    return
+                self._answer(body_too=False)
+
+            def _answer(self, *, body_too: bool) -> None:
                 path = urlsplit(self.path).path
                 probes = server_self._probes
                 if path not in PROBE_PATHS or probes is None:
@@ -207,7 +217,8 @@ class MetricsServer:
                 self.send_header("Content-Length", str(len(body)))
                 self.send_header("Cache-Control", "no-store")
                 self.end_headers()
-                self.wfile.write(body)
+                if body_too:
+                    self.wfile.write(body)
 
         Handler.registry = registry
         try:

@@ -382,8 +382,11 @@ def test_the_probes_answer_without_a_token_and_are_in_the_document(api: Api) -> 
         assert response.json()["status"] == "ok"
         assert response.headers["cache-control"] == "no-store"
         assert str(api.backend.db.engine.url.database) not in response.text
+        head = api.anonymous.head(f"{root}{path}")
+        assert (head.status_code, head.content) == (200, b"")  # for checkers that send HEAD
     ready = api.anonymous.get(f"{root}/readyz").json()
     assert ready["checks"]["store"] == {"ok": True}
     paths = api.get("/openapi.json")["paths"]
     assert {"/healthz", "/readyz"} <= paths.keys()
     assert set(paths["/readyz"]["get"]["responses"]) == {"200", "400", "503"}
+    assert set(paths["/readyz"]) == {"get"}

@@ -155,9 +155,10 @@ def served() -> Iterator[tuple[MetricsServer, Signals, FakeClock]]:
     server.stop()
 
 
-def _get(server: MetricsServer, path: str) -> tuple[int, str, Any]:
+def _get(server: MetricsServer, path: str, method: str = "GET") -> tuple[int, str, Any]:
+    request = urllib.request.Request(f"http://{server.address}{path}", method=method)
     try:
-        with urllib.request.urlopen(f"http://{server.address}{path}", timeout=10) as reply:
+        with urllib.request.urlopen(request, timeout=10) as reply:
             return reply.status, reply.headers["Content-Type"], reply.read().decode()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.headers["Content-Type"], exc.read().decode()
@@ -180,6 +181,10 @@ def test_the_metrics_listener_serves_metrics_and_both_probes(
     for path, failing in (("/healthz", ["ticks"]), ("/readyz", ["declarations"])):
         status, _, text = _get(server, path)
         assert (status, json.loads(text)["failing"]) == (503, failing)
+        assert _get(server, path, "HEAD")[::2] == (503, "")  # the status, no body
+    signals.last_apply = "applied"
+    assert _get(server, "/readyz", "HEAD")[::2] == (200, "")
+    assert _get(server, "/metrics", "HEAD")[0] == 405
 
 
 def test_the_metrics_listener_serves_16_requests_at_once_and_closes_more(

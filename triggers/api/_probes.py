@@ -60,3 +60,9 @@ def readyz(ctx: Services) -> Json:
     """Ready: the store answers a query within 2 s and the last apply of the
     declarations file succeeded. No token needed."""
     return _json(ctx.probes.readiness() if ctx.probes else _failing("store"))
+
+
+# Health checkers that send HEAD get the same status (uvicorn sends no body); not in
+# the document, which describes the GETs.
+for _path, _probe in (("/healthz", healthz), ("/readyz", readyz)):
+    probes.add_api_route(_path, _probe, methods=["HEAD"], include_in_schema=False)
