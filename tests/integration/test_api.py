@@ -390,3 +390,20 @@ def test_the_probes_answer_without_a_token_and_are_in_the_document(api: Api) -> 
     assert {"/healthz", "/readyz"} <= paths.keys()
     assert set(paths["/readyz"]["get"]["responses"]) == {"200", "400", "503"}
     assert set(paths["/readyz"]) == {"get"}
+
+
+def test_every_integer_parameter_of_the_document_has_both_bounds(api: Api) -> None:
+    document = api.get("/openapi.json")
+    unbounded, integers = [], 0
+    for path, operations in document["paths"].items():
+        for method, operation in operations.items():
+            for param in operation.get("parameters", []):
+                schemas = [param.get("schema", {})]
+                schemas += schemas[0].get("anyOf", [])
+                for schema in schemas:
+                    if schema.get("type") == "integer":
+                        integers += 1
+                        if "minimum" not in schema or "maximum" not in schema:
+                            unbounded.append(f"{method.upper()} {path} {param['name']}")
+    assert integers > 5
+    assert unbounded == []

@@ -22,7 +22,9 @@ def list_command(
         str | None,
         typer.Option("--status", metavar="S", help="pending, delivered or failed."),
     ] = None,
-    limit: Annotated[int, typer.Option("--limit", min=1, help="At most this many.")] = 100,
+    limit: Annotated[
+        int, typer.Option("--limit", min=1, max=100_000, help="At most this many.")
+    ] = 100,
     as_json: JsonOpt = False,
 ) -> None:
     """The alerts raised, newest first: event, channel, delivered or not, and why."""
