@@ -293,6 +293,7 @@ class Daemon:
             attempts=settings.alert_attempts,
             backoff=settings.alert_backoff,
             max_backoff=settings.alert_max_backoff,
+            retention=settings.fire_retention,
         )
         outbox = SqlAlertOutbox(backend.db)
         self.metrics.watch_alerts(outbox.counts)

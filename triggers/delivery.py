@@ -318,6 +318,8 @@ class AlertOutbox(Protocol):
 
     def check_deadlines(self, *, now: datetime) -> int: ...
 
+    def prune(self, *, older_than: datetime, limit: int = ...) -> int: ...
+
 
 class AlertMetrics(Protocol):
     def alert_delivered(self, *, channel: str, event: str) -> None: ...
@@ -336,6 +338,9 @@ class SenderOptions:
     backoff: timedelta = timedelta(seconds=2)
     max_backoff: timedelta = timedelta(seconds=60)
     lease: timedelta = timedelta(minutes=2)
+    retention: timedelta = timedelta(days=30)
+    """Delivered and failed alerts are kept this long (the ledger's `fire_retention`)."""
+    prune_every: timedelta = timedelta(hours=1)
 
 
 class AlertSender:
@@ -359,6 +364,7 @@ class AlertSender:
         self._metrics = metrics
         self._wake = threading.Event()
         self._deadlines_at: datetime | None = None
+        self._prune_at: datetime | None = None
         self._http = WebhookClient()
 
     def wake(self) -> None:
@@ -386,6 +392,11 @@ class AlertSender:
         if self._deadlines_at is None or now >= self._deadlines_at:
             self._deadlines_at = now + self._options.deadlines_every
             self._outbox.check_deadlines(now=now)
+        if self._prune_at is None or now >= self._prune_at:
+            self._prune_at = now + self._options.prune_every
+            pruned = self._outbox.prune(older_than=now - self._options.retention)
+            if pruned:
+                log.info("alerts_pruned", rows=pruned)
         taken = self._outbox.claim(owner=self._owner, now=now, lease=self._options.lease)
         failed_channels: set[str] = set()
         attempts: list[Attempt] = []

@@ -311,6 +311,21 @@ def record_alert(
     return bool(result.rowcount)
 
 
+def prune_alerts(conn: Connection, *, older_than: datetime, limit: int) -> int:
+    """Delete up to `limit` delivered or failed alerts raised before `older_than` (a
+    pending one stays, however old: it is still owed)."""
+    doomed = (
+        sa.select(alerts.c.id)
+        .where(alerts.c.status.in_([DELIVERED, FAILED]), alerts.c.created_at < older_than)
+        .order_by(alerts.c.id)
+        .limit(limit)
+    )
+    ids = [row[0] for row in conn.execute(doomed)]
+    if ids:
+        conn.execute(alerts.delete().where(alerts.c.id.in_(ids)))
+    return len(ids)
+
+
 def list_alerts(
     conn: Connection, *, trigger_id: str | None, status: str | None, limit: int
 ) -> list[AlertRecord]:

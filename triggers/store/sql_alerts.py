@@ -114,6 +114,15 @@ class SqlAlertOutbox:
         with translated(), self._db.read() as conn:
             return _alerts.count_alerts(conn)
 
+    def prune(self, *, older_than: datetime, limit: int = 10_000) -> int:
+        """Delete delivered and failed alerts raised before `older_than`; how many.
+
+        Raises:
+            StoreUnavailableError: the database cannot be reached.
+        """
+        with self._write() as conn:
+            return _alerts.prune_alerts(conn, older_than=older_than, limit=limit)
+
     @contextmanager
     def _write(self) -> Iterator[Connection]:
         with translated(), self._db.write() as conn:

@@ -1,0 +1,46 @@
+"""The SQL store's alert outbox: pruning keeps what is still owed (SQLite and PostgreSQL)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from looms_runtime.db import Database
+from triggers.alert_rules import AlertChannel, AlertEvent, AlertFacts, AlertRule
+from triggers.clock import utc
+from triggers.store import _alerts
+from triggers.store.schema import alerts as alerts_table
+from triggers.store.sql_alerts import SqlAlertOutbox
+
+T0 = utc(2026, 1, 1)
+HOOK = AlertChannel(name="hook", kind="webhook", config={"url": "http://127.0.0.1:9/x"})
+
+
+def _raise(database: Database, trigger_id: str, at: datetime) -> None:
+    facts = AlertFacts(event=AlertEvent.FAILED, trigger_id=trigger_id, occurrence_at=at, at=at)
+    with database.write() as conn:
+        _alerts.raise_alerts(conn, [(facts, AlertRule(to=(HOOK,)))], at)
+
+
+def test_prune_deletes_old_delivered_and_failed_alerts_and_keeps_pending_and_recent(
+    reused_database: Database,
+) -> None:
+    outbox = SqlAlertOutbox(reused_database)
+    for trigger_id in ("delivered", "failed", "pending"):
+        _raise(reused_database, trigger_id, T0)
+    _raise(reused_database, "recent", T0 + timedelta(days=40))
+    by_id = {r.trigger_id: r for r in outbox.claim(owner="o", now=T0, lease=timedelta(hours=1))}
+    outbox.record(by_id["delivered"], owner="o", now=T0, delivered=True)
+    outbox.record(by_id["failed"], owner="o", now=T0, delivered=False, error="gone")
+    outbox.record(by_id["pending"], owner="o", now=T0, delivered=False, error="down", retry_at=T0)
+    later = T0 + timedelta(days=41)
+    with reused_database.write() as conn:
+        conn.execute(
+            alerts_table.update()
+            .values(status="delivered")
+            .where(alerts_table.c.trigger_id == "recent")
+        )
+
+    assert outbox.prune(older_than=later - timedelta(days=30)) == 2
+    assert outbox.prune(older_than=later - timedelta(days=30)) == 0
+    left = {r.trigger_id: r.status for r in outbox.list(trigger_id=None, status=None, limit=10)}
+    assert left == {"pending": "pending", "recent": "delivered"}
