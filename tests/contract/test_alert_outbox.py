@@ -2,13 +2,25 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 from looms_runtime.db import Database
+from tests.factories import spec
 from triggers.alert_rules import AlertChannel, AlertEvent, AlertFacts, AlertRule
 from triggers.clock import utc
+from triggers.errors import RunnerRefusedError
 from triggers.store import _alerts
+from triggers.store.protocol import (
+    Claimed,
+    ClaimRequest,
+    CompletedRun,
+    StartResult,
+    StoreTransaction,
+)
 from triggers.store.schema import alerts as alerts_table
+from triggers.store.sql import SqlTriggerStore
 from triggers.store.sql_alerts import SqlAlertOutbox
 
 T0 = utc(2026, 1, 1)
@@ -44,3 +56,37 @@ def test_prune_deletes_old_delivered_and_failed_alerts_and_keeps_pending_and_rec
     assert outbox.prune(older_than=later - timedelta(days=30)) == 0
     left = {r.trigger_id: r.status for r in outbox.list(trigger_id=None, status=None, limit=10)}
     assert left == {"pending": "pending", "recent": "delivered"}
+
+
+def test_a_start_refused_for_good_alerts_failed_once_and_a_completion_in_its_start_recovers(
+    reused_database: Database,
+) -> None:
+    store = SqlTriggerStore(reused_database)
+    store.apply([spec("t", every=timedelta(minutes=1), alert=AlertRule(to=(HOOK,)))], now=T0)
+    answers: list[StartResult] = [
+        RunnerRefusedError("no flow 'gone' at version 'v'"),
+        RunnerRefusedError("no flow 'gone' at version 'v'"),
+        CompletedRun("run-3"),
+    ]
+
+    def launch(tx: StoreTransaction, claims: Sequence[Claimed]) -> tuple[list[StartResult], Any]:
+        return [answers.pop(0) for _ in claims], lambda: None
+
+    for minute in (1, 2, 3):
+        at = T0 + timedelta(minutes=minute)
+        store.claim(
+            [ClaimRequest(trigger_id="t", occurrence_at=at, expected_revision=1)],
+            owner="o",
+            host="h",
+            now=at,
+            lease=timedelta(minutes=5),
+            launch_within=launch,
+        )
+
+    found = SqlAlertOutbox(reused_database).list(trigger_id="t", status=None, limit=10)
+    assert [(a.event, a.occurrence_at) for a in reversed(found)] == [
+        ("failed", T0 + timedelta(minutes=1)),  # the second refusal: the same state
+        ("recovered", T0 + timedelta(minutes=3)),
+    ]
+    assert "no flow 'gone'" in str(found[-1].payload["error"])
+    assert "no run started" in str(found[-1].payload["text"])

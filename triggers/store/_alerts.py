@@ -18,6 +18,7 @@ from sqlalchemy.engine import Connection
 from triggers.alert_rules import AlertEvent, AlertFacts, AlertRecord, AlertRule, alert_payload
 from triggers.clock import from_ms
 from triggers.model import Outcome, Trigger
+from triggers.store._decide import TriggerView
 from triggers.store._sql_common import chunks, lock_triggers, read_triggers, select_triggers
 from triggers.store.protocol import Settlement
 from triggers.store.schema import alert_states, alerts, fires, triggers
@@ -66,7 +67,7 @@ def raise_alerts(
 def alert_settlements(
     conn: Connection,
     settled: Sequence[tuple[Mapping[Any, Any], Settlement]],
-    stored: Mapping[str, Trigger | Exception],
+    stored: Mapping[str, Trigger | TriggerView | Exception],
     now: datetime,
 ) -> None:
     """Raise `failed`, its reminders and `recovered` for settled ledger rows, in order.
@@ -82,7 +83,7 @@ def alert_settlements(
     states = _states(conn, sorted(watched | set(completed)))
     stored_states = set(states)
     recovering = sorted({tid for tid in completed if tid in states} - stored.keys())
-    triggers_by_id: dict[str, Trigger | Exception] = dict(stored)
+    triggers_by_id: dict[str, Trigger | TriggerView | Exception] = dict(stored)
     if recovering:
         triggers_by_id.update(lock_triggers(conn, recovering))
     raised: list[tuple[AlertFacts, AlertRule]] = []
@@ -114,10 +115,12 @@ def alert_settlements(
 
 
 def _rule_of(
-    found: Mapping[str, Trigger | Exception], row: Mapping[Any, Any], event: AlertEvent
+    found: Mapping[str, Trigger | TriggerView | Exception],
+    row: Mapping[Any, Any],
+    event: AlertEvent,
 ) -> AlertRule | None:
     trigger = found.get(row["trigger_id"])
-    if not isinstance(trigger, Trigger) or trigger.spec.alert is None:
+    if trigger is None or isinstance(trigger, Exception) or trigger.spec.alert is None:
         return None
     return trigger.spec.alert if trigger.spec.alert.wants(event) else None
 

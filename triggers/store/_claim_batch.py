@@ -45,6 +45,7 @@ from triggers.store.protocol import (
     RangeSplit,
     Refused,
     Reserved,
+    Settlement,
 )
 
 
@@ -330,6 +331,13 @@ class ClaimBatch:
         raised = skip_alerts([item.row for item in items], stored, self._now)
         if raised:
             self._rows.raise_alerts(raised, self._now)
+        settled = [
+            (item.row, settlement)
+            for item in items
+            if item.row is not None and (settlement := _settled_in_start(item.started))
+        ]
+        if settled:
+            self._rows.settle_alerts(settled, stored, self._now)
         counters_of, watermarks = self._counters, self._watermarks
         updates = []
         for trigger_id in sorted(counters_of.keys() | watermarks.keys()):
@@ -445,3 +453,14 @@ def _detail(trigger: StoredTrigger, request: ClaimRequest, reason: Reason | None
 
 def _nothing() -> None:
     """After the commit: no run started within the claim."""
+
+
+def _settled_in_start(started: object) -> Settlement | None:
+    """A start that settled its run (refused for good: `failed`; completed within the
+    start), as the settlement whose alerts it raises; None for any other."""
+    match started:
+        case Refused(trigger=trigger, error=error):
+            return Settlement(trigger_id=trigger.id, run_id="", state="failed", error=error)
+        case Completed(trigger=trigger, run_id=run_id):
+            return Settlement(trigger_id=trigger.id, run_id=run_id, state="completed")
+    return None

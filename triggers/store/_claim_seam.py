@@ -18,7 +18,13 @@ from triggers.alert_rules import AlertFacts, AlertRule
 from triggers.errors import StoreError
 from triggers.store._decide import StoredTrigger
 from triggers.store._fire_row import FireRow
-from triggers.store.protocol import ClaimRequest, PoolUse, RangeSplit, StoreTransaction
+from triggers.store.protocol import (
+    ClaimRequest,
+    PoolUse,
+    RangeSplit,
+    Settlement,
+    StoreTransaction,
+)
 
 Identity = tuple[str, datetime, str]
 """A ledger row's occurrence: trigger id, occurrence, manual key."""
@@ -84,6 +90,16 @@ class ClaimRows(Protocol):
 
     def raise_alerts(self, raised: Sequence[tuple[AlertFacts, AlertRule]], now: datetime) -> None:
         """Add alerts to the outbox, once per alert id and channel."""
+        ...
+
+    def settle_alerts(
+        self,
+        settled: Sequence[tuple[FireRow, Settlement]],
+        stored: Mapping[str, StoredTrigger | StoreError],
+        now: datetime,
+    ) -> None:
+        """The `failed` and `recovered` alerts of runs that settled in their start (a
+        start refused for good, a run completed within it), as a settlement raises them."""
         ...
 
     def update_triggers(self, updates: Sequence[TriggerUpdate], now: datetime) -> None:

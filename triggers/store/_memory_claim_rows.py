@@ -7,17 +7,25 @@ The batch decides on the trigger rows themselves (nothing writes them before
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 
 from triggers.alert_rules import AlertFacts, AlertRule
+from triggers.errors import StoreError
 from triggers.model import Outcome, idempotency_key
 from triggers.store import _memory_ledger as ledger
 from triggers.store._claim_seam import Identity, TriggerUpdate
+from triggers.store._decide import StoredTrigger
 from triggers.store._fire_row import FireRow
 from triggers.store._memory_pools import pool_use
 from triggers.store._memory_rows import Tables, TriggerRow
-from triggers.store.protocol import ClaimRequest, PoolUse, RangeSplit, StoreTransaction
+from triggers.store.protocol import (
+    ClaimRequest,
+    PoolUse,
+    RangeSplit,
+    Settlement,
+    StoreTransaction,
+)
 
 
 class MemoryTransaction(StoreTransaction):
@@ -43,6 +51,14 @@ class MemoryClaimRows:
     def raise_alerts(self, raised: Sequence[tuple[AlertFacts, AlertRule]], now: datetime) -> None:
         # The memory store keeps no outbox: nothing is sent from a simulation.
         return
+
+    def settle_alerts(
+        self,
+        settled: Sequence[tuple[FireRow, Settlement]],
+        stored: Mapping[str, StoredTrigger | StoreError],
+        now: datetime,
+    ) -> None:
+        return  # no outbox (as raise_alerts)
 
     def lock_triggers(self, ids: Sequence[str]) -> dict[str, TriggerRow]:
         rows = self._tables.triggers

@@ -8,7 +8,7 @@ before any ledger row, in id order, as on every write path.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -20,13 +20,14 @@ from triggers.alert_rules import AlertFacts, AlertRule
 from triggers.clock import to_ms
 from triggers.errors import StoreError
 from triggers.model import Outcome, Trigger, idempotency_key
-from triggers.store._alerts import raise_alerts
+from triggers.store._alerts import alert_settlements, raise_alerts
 from triggers.store._claim_seam import Identity, TriggerUpdate
+from triggers.store._decide import StoredTrigger
 from triggers.store._fire_row import FireRow
 from triggers.store._ranges import apply_splits, covered_by_ranges
 from triggers.store._sql_common import chunks, executemany, lock_triggers
 from triggers.store._sql_pools import lock_pools, pool_use
-from triggers.store.protocol import ClaimRequest, PoolUse, RangeSplit
+from triggers.store.protocol import ClaimRequest, PoolUse, RangeSplit, Settlement
 from triggers.store.schema import fires, triggers
 from triggers.store.sql_transaction import SqlTransaction
 
@@ -153,6 +154,25 @@ class SqlClaimRows:
 
     def raise_alerts(self, raised: Sequence[tuple[AlertFacts, AlertRule]], now: datetime) -> None:
         raise_alerts(self._conn, raised, now)
+
+    def settle_alerts(
+        self,
+        settled: Sequence[tuple[FireRow, Settlement]],
+        stored: Mapping[str, StoredTrigger | StoreError],
+        now: datetime,
+    ) -> None:
+        rows = [
+            (
+                {
+                    "trigger_id": row.trigger_id,
+                    "occurrence_at": row.occurrence_at,
+                    "manual_key": row.manual_key,
+                },
+                settlement,
+            )
+            for row, settlement in settled
+        ]
+        alert_settlements(self._conn, rows, dict(stored), now)
 
     def update_triggers(self, updates: Sequence[TriggerUpdate], now: datetime) -> None:
         at = to_ms(now)
