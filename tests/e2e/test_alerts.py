@@ -276,11 +276,13 @@ def test_alerts_test_reports_the_receivers_answer(receiver: Receiver, tmp_path: 
     assert "no channel 'nope'" in unknown.stderr
 
 
+@pytest.mark.parametrize("engine", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def test_an_outage_raises_one_missed_alert_for_the_range(
-    receiver: Receiver, tmp_path: Path
+    engine: str, receiver: Receiver, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
+    # On PostgreSQL three daemons come back from the outage: still one alert.
     receiver.failures = 0
-    cli = Cli(f"sqlite:///{tmp_path / 'triggers.sqlite'}", tmp_path)
+    cli = Cli(str(request.getfixturevalue(f"{engine}_url")), tmp_path)
     config = tmp_path / "triggers.yaml"
     config.write_text(
         textwrap.dedent(
@@ -314,12 +316,16 @@ def test_an_outage_raises_one_missed_alert_for_the_range(
     finally:
         assert stop(first) == 0
     time.sleep(3)  # the outage: three occurrences or so come due while no daemon runs
-    second = cli.daemon(config, log)
+    back = [
+        cli.daemon(config, tmp_path / f"daemon-{n}.log")
+        for n in range(3 if engine == "postgres" else 1)
+    ]
     try:
         missed = wait_for(lambda: receiver.accepted("missed"), timeout=60, what="the missed alert")
         time.sleep(2)  # more fires: the outage is over, nothing more to say
     finally:
-        assert stop(second) == 0
+        codes = [stop(daemon) for daemon in back]
+    assert codes == [0] * len(back)
     assert len(receiver.accepted("missed")) == 1
     body = missed[0][1]
     assert body["reason"] == "catchup_policy"
@@ -495,11 +501,13 @@ def test_mail_goes_through_starttls_and_a_login_with_the_password_from_a_file(
     assert "s3cret-pw" not in mail.content.decode()
 
 
+@pytest.mark.parametrize("engine", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def test_a_run_past_its_deadlines_is_late_once_and_stuck_once(
-    receiver: Receiver, tmp_path: Path
+    engine: str, receiver: Receiver, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
+    # On PostgreSQL three daemons check the deadlines: still one alert of each.
     receiver.failures = 0
-    cli = Cli(f"sqlite:///{tmp_path / 'triggers.sqlite'}", tmp_path)
+    cli = Cli(str(request.getfixturevalue(f"{engine}_url")), tmp_path)
     config = tmp_path / "triggers.yaml"
     config.write_text(
         textwrap.dedent(
@@ -518,7 +526,10 @@ def test_a_run_past_its_deadlines_is_late_once_and_stuck_once(
             """
         )
     )
-    daemon = cli.daemon(config, tmp_path / "daemon.log")
+    daemons = [
+        cli.daemon(config, tmp_path / f"daemon-{n}.log")
+        for n in range(3 if engine == "postgres" else 1)
+    ]
     try:
         wait_for(
             lambda: cli.run("list", "--json", check=False).returncode == 0 and cli.json("list"),
@@ -528,9 +539,10 @@ def test_a_run_past_its_deadlines_is_late_once_and_stuck_once(
         cli.run("fire", "report")
         wait_for(lambda: receiver.accepted("late"), timeout=60, what="the late alert")
         wait_for(lambda: receiver.accepted("stuck"), timeout=60, what="the stuck alert")
-        time.sleep(6)  # another round of the deadline check: nothing new to say
+        time.sleep(6)  # another round of every daemon's deadline check: nothing new to say
     finally:
-        assert stop(daemon) == 0
+        codes = [stop(daemon) for daemon in daemons]
+    assert codes == [0] * len(daemons)
     late, stuck = receiver.accepted("late"), receiver.accepted("stuck")
     assert len(late) == 1
     assert len(stuck) == 1
