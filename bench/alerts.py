@@ -26,6 +26,8 @@ from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import sqlalchemy as sa
+
 ROOT = Path(__file__).resolve().parents[1]
 TRIGGERS = shutil.which("triggers", path=str(Path(sys.executable).parent)) or "triggers"
 
@@ -86,6 +88,17 @@ def main() -> None:
         daemon.send_signal(signal.SIGTERM)
         daemon.wait(timeout=60)
     server.shutdown()
+    engine = sa.create_engine(env["TRIGGERS_DATABASE_URL"])
+    with engine.connect() as conn:
+        outbox = dict(
+            conn.execute(sa.text("SELECT status, count(*) FROM alerts GROUP BY status")).all()
+        )
+        failed_fires = conn.execute(
+            sa.text(
+                "SELECT count(*), count(DISTINCT trigger_id) FROM fires WHERE outcome = 'failed'"
+            )
+        ).one()
+    engine.dispose()
     ids = [str(body["id"]) for _, body in arrivals]
     lags = [
         at - datetime.fromisoformat(str(body["at"]).replace("Z", "+00:00")).timestamp()
@@ -108,6 +121,9 @@ def main() -> None:
         "last_received_after_first_raised_s": round(max(a for a, _ in arrivals) - first_raised, 3)
         if arrivals
         else None,
+        "outbox": {str(k): int(v) for k, v in outbox.items()},
+        "failed_fires": int(failed_fires[0]),
+        "triggers_failed": int(failed_fires[1]),
         "load": os.getloadavg()[0],
     }
     print(json.dumps(report, indent=2))

@@ -233,8 +233,10 @@ class Daemon:
                 self._api = listeners.api
             worker = threading.Thread(target=scheduler.run, name="scheduler")
             worker.start()
+            alerts = self._sender(backend)
+            scheduler.on_settlements(alerts.wake)
             sender = threading.Thread(
-                target=self._sender(backend).run, args=(self._stop,), name="alerts", daemon=True
+                target=alerts.run, args=(self._stop,), name="alerts", daemon=True
             )
             sender.start()
             if settings.heartbeat_url:

@@ -381,9 +381,10 @@ class AlertSender:
                 busy = False
             if busy:
                 continue
+            # Until the next interval, or sooner when settlements may have raised alerts
+            # (`wake`); a stop is seen at the next interval at the latest.
+            self._clock.wait(self._options.interval.total_seconds(), self._wake)
             self._wake.clear()
-            if self._clock.wait(self._options.interval.total_seconds(), stop):
-                break
         self._http.close()
 
     def deliver_due(self, stop: threading.Event) -> bool:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 
 import structlog
@@ -72,6 +72,7 @@ class Scheduler:
         host: Host | None = None,
     ) -> None:
         self._store = store
+        self._settle_listeners: list[Callable[[], None]] = []
         self._host = host or UnknownHost()
         self._clock = clock
         self._options = options
@@ -431,9 +432,16 @@ class Scheduler:
         if pruned:
             log.info("ledger_pruned", rows=pruned)
 
+    def on_settlements(self, listener: Callable[[], None]) -> None:
+        """Call `listener` (on the monitor's thread, so quickly) each time runs settle:
+        the alert sender looks at the outbox their settlement may have filled."""
+        self._settle_listeners.append(listener)
+
     def _on_settled(self, trigger_ids: set[str]) -> None:
         """Monitor thread: runs stopped; buffered occurrences may launch now (of the
         trigger, or of any member of its pool, whose slot came free)."""
+        for listener in self._settle_listeners:
+            listener()
         for trigger_id in trigger_ids:
             entry = self._timetable.entries.get(trigger_id)
             if (
