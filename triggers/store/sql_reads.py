@@ -26,7 +26,14 @@ from triggers.store._downtime import read_downtime
 from triggers.store._driver_errors import translated
 from triggers.store._settlements import last_settled
 from triggers.store._sql_common import chunks, read_triggers, select_triggers
-from triggers.store.protocol import ActiveRun, Heartbeat, HistoryQuery, RecordedDowntime
+from triggers.store._sql_find import find_statement
+from triggers.store.protocol import (
+    ActiveRun,
+    Heartbeat,
+    HistoryQuery,
+    RecordedDowntime,
+    TriggerListQuery,
+)
 from triggers.store.schema import fires, heartbeats, meta, triggers
 
 APPLIED_DIGEST = "applied_declarations_digest"
@@ -77,6 +84,15 @@ class SqlTriggerReads:
         if changed_since is not None:
             return [found[trigger_id] for trigger_id in sorted(found)]
         return list(found.values())
+
+    def find_triggers(self, query: TriggerListQuery) -> list[Trigger | StoreError]:
+        with self._read() as conn:
+            return list(read_triggers(conn, find_statement(query)).values())
+
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        with translated(), self._db.shared_read():
+            yield
 
     def declared_digests(self) -> dict[str, tuple[str, bool]]:
         with self._read() as conn:
