@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import html
 import re
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+import sqlalchemy as sa
 
 from tests.api_support import Api, served_api
 
@@ -67,3 +69,23 @@ def test_a_search_and_a_state_filter_list_what_they_select(api: Api) -> None:
         assert seen == [job for job in JOBS if job not in ("job-03", "job-41")]
         unknown = client.get("/triggers", params={"state": "sleepy"})
         assert unknown.status_code == 400 and "unknown state" in unknown.text
+
+
+def test_a_trigger_page_reads_in_one_transaction(api: Api) -> None:
+    begun: list[str] = []
+
+    def count(_conn: object) -> None:
+        begun.append(threading.current_thread().name)
+
+    with httpx.Client(base_url=api.url.removesuffix("/api/v1"), timeout=30) as client:
+        assert client.get("/triggers/nightly").status_code == 200  # warm: nothing first-time
+        sa.event.listen(api.backend.db.engine, "begin", count)
+        try:
+            for path in ("/triggers/nightly", "/triggers?state=paused", "/"):
+                begun.clear()
+                assert client.get(path).status_code == 200
+                # The page's own thread (the runtime's threads may read meanwhile).
+                served = [name for name in begun if name.startswith("AnyIO worker")]
+                assert len(served) == 1, (path, begun)
+        finally:
+            sa.event.remove(api.backend.db.engine, "begin", count)
