@@ -113,6 +113,7 @@ EXPECTED: dict[ListedState, list[str]] = {
     "disabled": ["off"],
     "retired": ["gone", "gone-red"],
     "failing": ["red"],
+    "running": ["backup", "held"],  # a parked run is in flight too
 }
 
 

@@ -43,6 +43,8 @@ def find_statement(query: TriggerListQuery) -> sa.Select[Any]:
         )
     if query.state == "failing":
         statement = statement.where(*_FAILING)
+    elif query.state == "running":
+        statement = statement.where(triggers.c.id.in_(_WITH_LAUNCHED))
     return statement.order_by(triggers.c.id).limit(query.limit)
 
 
@@ -52,6 +54,7 @@ _UNPAUSED = (*_ENABLED, sa.not_(triggers.c.paused))
 _STATES: dict[ListedState, tuple[sa.ColumnElement[bool], ...]] = {
     "all": (_LIVE,),
     "failing": (_LIVE,),
+    "running": (_LIVE,),
     "retired": (triggers.c.retired,),
     "disabled": (_LIVE, sa.not_(triggers.c.enabled)),
     "paused": (*_ENABLED, triggers.c.paused),
@@ -60,6 +63,9 @@ _STATES: dict[ListedState, tuple[sa.ColumnElement[bool], ...]] = {
 }
 """What each state is, in the columns that say it (`trigger_state`'s order: retired,
 then disabled, then paused, then blocked)."""
+
+_WITH_LAUNCHED = sa.select(fires.c.trigger_id).where(fires.c.outcome == Outcome.LAUNCHED.value)
+"""The triggers with a run in flight (off the outcome index: a few rows)."""
 
 _NEWEST_OUTCOME = (
     sa.select(fires.c.outcome)

@@ -146,6 +146,7 @@ class MemoryTriggerStore:
         found: list[Trigger | StoreError] = []
         with self._lock:
             failing = self._newest_failed() if query.state == "failing" else set()
+            running = {row.trigger_id for row in self._tables.with_outcome(Outcome.LAUNCHED)}
             for trigger_id in sorted(self._tables.triggers):
                 row = self._tables.triggers[trigger_id]
                 if query.after_id is not None and trigger_id <= query.after_id:
@@ -154,10 +155,12 @@ class MemoryTriggerStore:
                 if words and words not in trigger_id.casefold() and words not in described:
                     continue
                 if _listed_state(row) != query.state and not (
-                    query.state in ("all", "failing") and not row.retired
+                    query.state in ("all", "failing", "running") and not row.retired
                 ):
                     continue
                 if query.state == "failing" and trigger_id not in failing:
+                    continue
+                if query.state == "running" and trigger_id not in running:
                     continue
                 found.append(row.snapshot())
                 if len(found) == query.limit:

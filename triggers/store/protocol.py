@@ -297,9 +297,12 @@ def silence_limit(poll_interval: timedelta) -> timedelta:
 TriggerRow = Trigger | StoreError
 """A listed trigger, or the error that decoding its row raised (isolated per row)."""
 
-ListedState = Literal["all", "enabled", "paused", "blocked", "disabled", "retired", "failing"]
+ListedState = Literal[
+    "all", "enabled", "paused", "blocked", "disabled", "retired", "failing", "running"
+]
 """The states the dashboard's list filters by (`triggers.inspection.trigger_state`'s
-words, and `failing`); `all` and `failing` leave retired triggers out."""
+words, `failing` and `running`); `all`, `failing` and `running` leave retired
+triggers out."""
 LISTED_STATES: tuple[ListedState, ...] = (
     "all",
     "enabled",
@@ -308,6 +311,7 @@ LISTED_STATES: tuple[ListedState, ...] = (
     "disabled",
     "retired",
     "failing",
+    "running",
 )
 
 
@@ -323,7 +327,8 @@ class TriggerListQuery:
     """`retired`: `retired`. `disabled`: not retired, declared `enabled: false`.
     `paused`: enabled, paused. `blocked`: enabled, not paused, held by a parked run
     (`blocked_by`). `enabled`: none of those. `all`: every one not retired. `failing`:
-    not retired, and its newest ledger row (by occurrence, then insertion) failed."""
+    not retired, and its newest ledger row (by occurrence, then insertion) failed.
+    `running`: not retired, with a ledger row `launched` (a run in flight)."""
     after_id: str | None = None
     """The page after this id; None: the first page."""
     limit: int = 50
@@ -358,7 +363,7 @@ class TriggerReads(Protocol):
 
     def find_triggers(self, query: TriggerListQuery) -> list[TriggerRow]:
         """The first `query.limit` triggers by id after `query.after_id` that its search
-        and state select, chosen by the database (the dashboard's list: a search that
+        and state select, chosen by the store's query (the dashboard's list: a search that
         matches nothing reads no trigger)."""
         ...
 
