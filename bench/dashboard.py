@@ -94,6 +94,30 @@ def refresh_cost(client: httpx.Client, pid: int, path: str, idle_pct: float) -> 
     return round(max(spent_ms, 0.0) / 20, 2)
 
 
+def transactions(url: str, client: httpx.Client, path: str) -> float:
+    """PostgreSQL's transactions (commits and rollbacks) per request of `path`, over
+    20 requests (the daemon's own ticks meanwhile included: a few)."""
+    import sqlalchemy as sa  # noqa: PLC0415
+
+    engine = sa.create_engine(url, poolclass=sa.NullPool)
+    count = sa.text(
+        "SELECT xact_commit + xact_rollback FROM pg_stat_database"
+        " WHERE datname = current_database()"
+    )
+
+    def counted() -> int:
+        time.sleep(1.5)  # backends flush their counts at most once a second
+        with engine.connect() as conn:
+            return int(conn.execute(count).scalar_one())
+
+    before = counted()
+    for _ in range(20):
+        client.get(path)
+    after = counted() - 1  # the reading of `before` is a transaction too
+    engine.dispose()
+    return round((after - before) / 20, 1)
+
+
 def wait_for_answers(client: httpx.Client, daemon: subprocess.Popen[bytes]) -> None:
     deadline = time.monotonic() + 120
     while True:
@@ -149,8 +173,14 @@ def main() -> None:
             "trigger_list": "/triggers",
             "trigger": "/triggers/t000042",
             "run": f"/runs/{run_id}",
+            # The list's search and filters: none matches, so each looks at every trigger.
+            "search_none": "/triggers?q=no_such%25trigger",
+            "paused": "/triggers?state=paused",
+            "failing": "/triggers?state=failing",
         }
         result["pages"] = {name: timed(client, path, args.repeat) for name, path in pages.items()}
+        if url.startswith("postgresql"):
+            result["trigger_page_transactions"] = transactions(url, client, "/triggers/t000042")
         result["idle_cpu_pct"] = share_of_core(daemon.pid, args.idle_s, None, [])
         result["open_tab_cpu_pct"] = share_of_core(
             daemon.pid, args.idle_s, client, ["/", "/triggers/t000042"]

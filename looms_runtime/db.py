@@ -57,6 +57,7 @@ class Database:
         self._write_lock = _PriorityLock()
         self._stop = threading.Event()
         self._writes = 0  # write transactions begun: the checkpointer skips when idle
+        self._shared = threading.local()  # this thread's `shared_read` connection
         self._checkpointer: threading.Thread | None = None
         if self.is_sqlite:
             background = checkpoint_interval_s is not None and parsed.database not in (
@@ -112,7 +113,12 @@ class Database:
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
-        """A read transaction (a consistent snapshot on both backends)."""
+        """A read transaction (a consistent snapshot on both backends); inside
+        `shared_read` on the same thread, that one's."""
+        shared: Connection | None = getattr(self._shared, "conn", None)
+        if shared is not None:
+            yield shared
+            return
         with self.engine.connect() as conn:
             reader = conn
             if not self.is_sqlite:
@@ -122,6 +128,23 @@ class Database:
                 reader = conn.execution_options(isolation_level="REPEATABLE READ")
             with reader.begin():
                 yield reader
+
+    @contextmanager
+    def shared_read(self) -> Iterator[None]:
+        """Every `read` inside, on this thread, joins one read transaction: one
+        connection checked out, one BEGIN and one end, one snapshot (on PostgreSQL each
+        read is otherwise its own transaction: a checkout's ping, BEGIN, the query, the
+        end). Writes inside are their own transactions, and reads after them inside it
+        do not see them. Nested: the outer one."""
+        if getattr(self._shared, "conn", None) is not None:
+            yield
+            return
+        with self.read() as conn:
+            self._shared.conn = conn
+            try:
+                yield
+            finally:
+                self._shared.conn = None
 
     def dispose(self) -> None:
         self._stop.set()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import operator
 import threading
 from collections.abc import Collection, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import datetime, timedelta
 
 from triggers.errors import StaleOwnerError, StoreError, TriggersError, UnknownTriggerError
@@ -33,6 +33,7 @@ from triggers.store.protocol import (
     HistoryQuery,
     Launch,
     LaunchWithin,
+    ListedState,
     PoolUse,
     RangeRecord,
     RangeSplit,
@@ -41,6 +42,7 @@ from triggers.store.protocol import (
     RunChange,
     Settlement,
     StoreTransaction,
+    TriggerListQuery,
 )
 
 __all__ = ["MemoryTriggerStore"]
@@ -140,6 +142,44 @@ class MemoryTriggerStore:
             if limit is not None:
                 rows = rows[:limit]
             return [row.snapshot() for row in rows]
+
+    def find_triggers(self, query: TriggerListQuery) -> list[Trigger | StoreError]:
+        words = query.search.casefold()
+        found: list[Trigger | StoreError] = []
+        with self._lock:
+            failing = self._newest_failed() if query.state == "failing" else set()
+            running = {row.trigger_id for row in self._tables.with_outcome(Outcome.LAUNCHED)}
+            for trigger_id in sorted(self._tables.triggers):
+                row = self._tables.triggers[trigger_id]
+                if query.after_id is not None and trigger_id <= query.after_id:
+                    continue
+                described = (row.spec.description or "").casefold()
+                if words and words not in trigger_id.casefold() and words not in described:
+                    continue
+                if _listed_state(row) != query.state and not (
+                    query.state in ("all", "failing", "running") and not row.retired
+                ):
+                    continue
+                if query.state == "failing" and trigger_id not in failing:
+                    continue
+                if query.state == "running" and trigger_id not in running:
+                    continue
+                found.append(row.snapshot())
+                if len(found) == query.limit:
+                    break
+        return found
+
+    def _newest_failed(self) -> set[str]:
+        """The triggers whose newest ledger row (by occurrence, then id) failed."""
+        newest: dict[str, FireRow] = {}
+        for row in self._tables.fires.values():
+            best = newest.get(row.trigger_id)
+            if best is None or _NEWEST_LAST(row) > _NEWEST_LAST(best):
+                newest[row.trigger_id] = row
+        return {t for t, row in newest.items() if row.outcome is Outcome.FAILED}
+
+    def reading(self) -> AbstractContextManager[None]:
+        return nullcontext()  # each read is already consistent under the lock
 
     def declared_digests(self) -> dict[str, tuple[str, bool]]:
         with self._lock:
@@ -464,6 +504,17 @@ class MemoryTriggerStore:
 
 
 _NEWEST_LAST = operator.attrgetter("occurrence_at", "id")
+
+
+def _listed_state(row: TriggerRow) -> ListedState:
+    """`find_triggers`' state of a row (`triggers.inspection.trigger_state`'s order)."""
+    if row.retired:
+        return "retired"
+    if not row.spec.enabled:
+        return "disabled"
+    if row.paused:
+        return "paused"
+    return "blocked" if row.blocked_by else "enabled"
 
 
 def _everything(query: HistoryQuery) -> bool:

@@ -9,6 +9,7 @@ cannot afford a transaction per occurrence.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Literal, Protocol
@@ -308,6 +309,42 @@ class PoolUse:
 TriggerRow = Trigger | StoreError
 """A listed trigger, or the error that decoding its row raised (isolated per row)."""
 
+ListedState = Literal[
+    "all", "enabled", "paused", "blocked", "disabled", "retired", "failing", "running"
+]
+"""The states the dashboard's list filters by (`triggers.inspection.trigger_state`'s
+words, `failing` and `running`); `all`, `failing` and `running` leave retired
+triggers out."""
+LISTED_STATES: tuple[ListedState, ...] = (
+    "all",
+    "enabled",
+    "paused",
+    "blocked",
+    "disabled",
+    "retired",
+    "failing",
+    "running",
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TriggerListQuery:
+    """A page of the dashboard's trigger list: the triggers a search and a state select,
+    by id, after a cursor."""
+
+    search: str = ""
+    """A case-insensitive substring of the id or the description (`%` and `_` are
+    characters like any other); empty: every trigger."""
+    state: ListedState = "all"
+    """`retired`: `retired`. `disabled`: not retired, declared `enabled: false`.
+    `paused`: enabled, paused. `blocked`: enabled, not paused, held by a parked run
+    (`blocked_by`). `enabled`: none of those. `all`: every one not retired. `failing`:
+    not retired, and its newest ledger row (by occurrence, then insertion) failed.
+    `running`: not retired, with a ledger row `launched` (a run in flight)."""
+    after_id: str | None = None
+    """The page after this id; None: the first page."""
+    limit: int = 50
+
 
 class TriggerReads(Protocol):
     """What a store answers without writing: the queries of `list`, `history`,
@@ -334,6 +371,20 @@ class TriggerReads(Protocol):
         `changed_since`, only those whose row was written at or after it; with `ids`,
         only those of them that exist; with `after_id` and `limit`, a page: the first
         `limit` whose id sorts after `after_id`."""
+        ...
+
+    def find_triggers(self, query: TriggerListQuery) -> list[TriggerRow]:
+        """The first `query.limit` triggers by id after `query.after_id` that its search
+        and state select, chosen by the store's query (the dashboard's list: a search that
+        matches nothing reads no trigger)."""
+        ...
+
+    def reading(self) -> AbstractContextManager[None]:
+        """Reads made inside (of this store and of the audit log and runs on the same
+        database), on this thread, share one read transaction: one connection and one
+        snapshot, begun and ended once (a page's dozen reads on PostgreSQL, not a
+        dozen transactions). Writes inside are not part of it, and reads after them
+        inside do not see them."""
         ...
 
     def declared_digests(self) -> dict[str, tuple[str, bool]]:

@@ -26,6 +26,7 @@ from triggers.store._downtime import read_downtime
 from triggers.store._driver_errors import translated
 from triggers.store._settlements import last_settled
 from triggers.store._sql_common import chunks, read_triggers, select_triggers
+from triggers.store._sql_find import find_statement
 from triggers.store._sql_pools import pool_use
 from triggers.store.protocol import (
     ActiveRun,
@@ -33,6 +34,7 @@ from triggers.store.protocol import (
     HistoryQuery,
     PoolUse,
     RecordedDowntime,
+    TriggerListQuery,
 )
 from triggers.store.schema import fires, heartbeats, meta, triggers
 
@@ -84,6 +86,15 @@ class SqlTriggerReads:
         if changed_since is not None:
             return [found[trigger_id] for trigger_id in sorted(found)]
         return list(found.values())
+
+    def find_triggers(self, query: TriggerListQuery) -> list[Trigger | StoreError]:
+        with self._read() as conn:
+            return list(read_triggers(conn, find_statement(query)).values())
+
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        with translated(), self._db.shared_read():
+            yield
 
     def declared_digests(self) -> dict[str, tuple[str, bool]]:
         with self._read() as conn:

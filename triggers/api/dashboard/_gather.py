@@ -25,18 +25,18 @@ from triggers.documents import (
     status_json,
     trigger_json,
 )
+from triggers.errors import StoreError
 from triggers.inspection import describe_trigger, status_report
 from triggers.model import Outcome, Trigger
 from triggers.step_output import attempt_outputs
+from triggers.store.protocol import LISTED_STATES, ListedState, TriggerListQuery
 from triggers.waits import waiting_runs
 
 PAGE = 50
 """Triggers on a page of the list."""
 SPARK = 20
 """Recent outcomes drawn in a trigger's sparkline."""
-_SCAN = 500
-"""Triggers read from the store at a time while a filter looks for a page's worth."""
-STATES = ("all", "enabled", "paused", "blocked", "disabled", "retired", "failing")
+STATES = LISTED_STATES
 EVENTS_SHOWN = 500
 """A run's events shown, the newest (`triggers runs events` reads them all)."""
 
@@ -46,74 +46,51 @@ class ListFilter:
     """The trigger list's filter: words in the id or description, and a state."""
 
     search: str = ""
-    state: str = "all"
+    state: ListedState = "all"
     after: str | None = None
     """The page after this id (None: the first page)."""
-
-    @property
-    def plain(self) -> bool:
-        """No search and every state: nearly every trigger read is shown."""
-        return not self.search and self.state == "all"
-
-    def wants(self, trigger: Trigger) -> bool:
-        words = self.search.casefold()
-        if words and words not in trigger.id.casefold():
-            described = (trigger.spec.description or "").casefold()
-            if words not in described:
-                return False
-        from triggers.inspection import trigger_state  # noqa: PLC0415
-
-        state = trigger_state(trigger)
-        if self.state in ("all", "failing"):
-            return state != "retired"  # retired triggers only when asked for
-        return state == self.state
 
 
 def trigger_list(ctx: ApiServices, chosen: ListFilter) -> dict[str, Any]:
     """A page of triggers (by id), each as `list --json` shows it, with its sparkline.
 
-    Reads no more than the page needs: the triggers after the cursor a page's worth at
-    a time (more only while a filter leaves too few), and their recent ledger rows in
-    one query per batch (`recent_records`); nothing counts or reads every trigger."""
+    The store picks the page's triggers (`find_triggers`: the search and the state in
+    SQL, one more than a page to tell whether another follows), then their newest rows
+    in one query (`recent_records`) and their sparklines in another, all in one read
+    transaction; nothing counts or reads every trigger."""
     now = ctx.clock.now()
-    active: dict[str, str] = {}
-    for run in ctx.store.active_runs():
-        active.setdefault(run.trigger_id, run.run_id)
-    rows: list[dict[str, Any]] = []
-    cursor, more = chosen.after, True
-    size = PAGE + 1 if chosen.plain else _SCAN  # one more: is there a next page?
-    failed = ctx.store.triggers_with(Outcome.FAILED) if chosen.state == "failing" else None
-    while more and len(rows) < PAGE:
-        if failed is None:
-            listed = ctx.store.list_triggers(after_id=cursor, limit=size)
-        else:  # only triggers that ever failed: the ledger's outcome index names them
-            chunk = sorted(t for t in failed if cursor is None or t > cursor)[:size]
-            listed = ctx.store.list_triggers(ids=chunk) if chunk else []
-        batch = [row for row in listed if isinstance(row, Trigger)]
-        more = len(listed) == size
-        wanted = [trigger for trigger in batch if chosen.wants(trigger)]
-        if failed is not None:  # whose newest row failed
-            newest = ctx.store.recent_records([t.id for t in wanted], limit=1)
-            wanted = [t for t in wanted if newest.get(t.id, [None])[0] is not None]
-            wanted = [t for t in wanted if newest[t.id][0].outcome is Outcome.FAILED]
-        shown = [trigger.id for trigger in wanted[: PAGE - len(rows)]]
-        last = ctx.store.recent_records(shown, limit=1)
-        bars = ctx.store.recent_outcomes(shown, limit=SPARK)
-        for trigger in batch:
-            cursor = trigger.id
-            if trigger.id not in shown:
-                continue
-            view = services.trigger_view(
-                trigger,
-                now=now,
-                last=last[trigger.id][0] if trigger.id in last else None,
-                active_run_id=active.get(trigger.id),
-            )
-            rows.append(trigger_json(view) | {"sparkline": spark_json(bars.get(trigger.id, []))})
-            if len(rows) == PAGE:
-                more = more or trigger is not batch[-1]
-                break
-    return {"triggers": rows, "next_after": cursor if more and rows else None}
+    query = TriggerListQuery(
+        search=chosen.search, state=chosen.state, after_id=chosen.after, limit=PAGE + 1
+    )
+    with ctx.store.reading():
+        listed = ctx.store.find_triggers(query)
+        more = len(listed) > PAGE
+        listed = listed[:PAGE]
+        shown = [row for row in listed if isinstance(row, Trigger)]
+        ids = [trigger.id for trigger in shown]
+        active: dict[str, str] = {}
+        for run in ctx.store.active_runs():
+            active.setdefault(run.trigger_id, run.run_id)
+        last = ctx.store.recent_records(ids, limit=1)
+        bars = ctx.store.recent_outcomes(ids, limit=SPARK)
+    rows = []
+    for trigger in shown:
+        view = services.trigger_view(
+            trigger,
+            now=now,
+            last=last[trigger.id][0] if trigger.id in last else None,
+            active_run_id=active.get(trigger.id),
+        )
+        rows.append(trigger_json(view) | {"sparkline": spark_json(bars.get(trigger.id, []))})
+    return {"triggers": rows, "next_after": _row_id(listed[-1]) if more else None}
+
+
+def _row_id(row: Trigger | StoreError) -> str | None:
+    """A listed row's trigger id (an undecodable row's error names it)."""
+    if isinstance(row, Trigger):
+        return row.id
+    named = row.details.get("trigger_id")
+    return named if isinstance(named, str) else None
 
 
 def spark_json(recent: list[tuple[datetime, Outcome]]) -> list[dict[str, Any]]:

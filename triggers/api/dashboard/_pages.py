@@ -94,7 +94,10 @@ def overview(request: Request) -> Response:
     who = _signed_in(request)
     if isinstance(who, Response):
         return who
-    return page(request, "overview.html", who, doc=_overview.overview(_ctx(request)))
+    ctx = _ctx(request)
+    with ctx.store.reading():
+        doc = _overview.overview(ctx)
+    return page(request, "overview.html", who, doc=doc)
 
 
 @pages.get("/triggers")
@@ -107,9 +110,10 @@ def triggers(
     who = _signed_in(request)
     if isinstance(who, Response):
         return who
-    if state not in _gather.STATES:
+    listed = next((known for known in _gather.STATES if known == state), None)
+    if listed is None:
         raise InputError(f"unknown state {state!r}; one of: {', '.join(_gather.STATES)}")
-    chosen = _gather.ListFilter(search=q.strip(), state=state, after=after or None)
+    chosen = _gather.ListFilter(search=q.strip(), state=listed, after=after or None)
     found = _gather.trigger_list(_ctx(request), chosen)
     return page(request, "triggers.html", who, doc=found, chosen=chosen, states=_gather.STATES)
 
@@ -131,15 +135,22 @@ def trigger(
         raise InputError(f"unknown span {span!r}; one of: {', '.join(SPANS)}")
     ctx = _ctx(request)
     outcomes = [o for o in outcome or [] if o]
-    doc = _gather.trigger_page(
-        ctx, trigger_id, outcomes=outcomes, since=since or None, until=until or None, limit=limit
-    )
+    with ctx.store.reading():  # the page's dozen reads: one transaction
+        doc = _gather.trigger_page(
+            ctx,
+            trigger_id,
+            outcomes=outcomes,
+            since=since or None,
+            until=until or None,
+            limit=limit,
+        )
+        picture = timeline_svg(ctx, trigger_id, span)
     return page(
         request,
         "trigger.html",
         who,
         doc=doc,
-        picture=timeline_svg(ctx, trigger_id, span),
+        picture=picture,
         span=span,
         spans=list(SPANS),
         filters={"outcome": outcomes, "since": since or "", "until": until or "", "limit": limit},
@@ -162,13 +173,10 @@ def run(request: Request, run_id: str) -> Response:
     who = _signed_in(request)
     if isinstance(who, Response):
         return who
-    return page(
-        request,
-        "run.html",
-        who,
-        doc=_gather.run_page(_ctx(request), run_id),
-        decisions=DECISIONS,
-    )
+    ctx = _ctx(request)
+    with ctx.store.reading():
+        doc = _gather.run_page(ctx, run_id)
+    return page(request, "run.html", who, doc=doc, decisions=DECISIONS)
 
 
 @pages.get("/audit")
