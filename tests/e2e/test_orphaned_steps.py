@@ -143,7 +143,10 @@ def test_a_killed_supervisor_is_known_at_once_and_its_output_is_kept(
 def test_a_step_that_ended_while_no_daemon_ran_shows_its_real_end(
     cli: Cli, tmp_path: Path, state: Path
 ) -> None:
-    config = _config(tmp_path, "sleep 2; echo done")
+    # The step ends once the daemon has stopped (the test says so with a file), however
+    # long a loaded machine takes to stop it, and lasts at least 2 s.
+    go = tmp_path / "go"
+    config = _config(tmp_path, f"sleep 2; while [ ! -e {go} ]; do sleep 0.1; done; echo done")
     cli.run("apply", str(config))
     log = tmp_path / "daemon.log"
     daemon = cli.daemon(config, log)
@@ -152,6 +155,7 @@ def test_a_step_that_ended_while_no_daemon_ran_shows_its_real_end(
         attempt = wait_for(lambda: _attempt(state), timeout=60, what="the step to start")
         run_id = wait_for(lambda: _run_id(cli), timeout=30, what="the run")
         assert stop(daemon) == 0  # SIGTERM: the step runs on under the supervisor
+        go.touch()
         wait_for(
             (attempt / "result.json").exists,
             timeout=60,
