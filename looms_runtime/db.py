@@ -101,6 +101,10 @@ class Database:
         are waiting for this process's write lock: a launch should not queue behind
         the bookkeeping of runs that already finished.
         """
+        joined: Connection | None = getattr(self._shared, "writer", None)
+        if joined is not None:
+            yield joined  # inside `shared_write` on this thread: its transaction
+            return
         self._write_lock.acquire(urgent=urgent)
         self._writes += 1
         try:
@@ -112,12 +116,29 @@ class Database:
             self._write_lock.release()
 
     @contextmanager
+    def shared_write(self) -> Iterator[None]:
+        """Every `write` (and `read`) inside, on this thread, joins one write
+        transaction: committed together when the block ends, rolled back together on
+        an exception (an operator's action and its audit entry). Nested: the outer one."""
+        if getattr(self._shared, "writer", None) is not None:
+            yield
+            return
+        with self.write() as conn:
+            self._shared.writer = conn
+            try:
+                yield
+            finally:
+                self._shared.writer = None
+
+    @contextmanager
     def read(self) -> Iterator[Connection]:
         """A read transaction (a consistent snapshot on both backends); inside
         `shared_read` on the same thread, that one's."""
-        shared: Connection | None = getattr(self._shared, "conn", None)
+        shared: Connection | None = getattr(self._shared, "writer", None) or getattr(
+            self._shared, "conn", None
+        )
         if shared is not None:
-            yield shared
+            yield shared  # a shared write's (it sees its own writes), or a shared read's
             return
         with self.engine.connect() as conn:
             reader = conn

@@ -83,10 +83,11 @@ def apply(
     that changes nothing is recorded only with `record_unchanged` (an operator's is,
     the daemon's restart on an edited comment is not)."""
     diff = plan_apply(store, declarations)
-    result = services.apply_declarations(store, register_flow, declarations, now=now)
-    if record_unchanged or not diff.empty:
-        changes = diff.to_json() | {"file": declarations.source, "digest": declarations.digest}
-        audit.record(_entry(ActionKind.APPLY, actor, now, note=note, changes=changes))
+    with store.writing():  # the apply and its audit entry commit together
+        result = services.apply_declarations(store, register_flow, declarations, now=now)
+        if record_unchanged or not diff.empty:
+            changes = diff.to_json() | {"file": declarations.source, "digest": declarations.digest}
+            audit.record(_entry(ActionKind.APPLY, actor, now, note=note, changes=changes))
     return Applied(diff=diff, result=result)
 
 
@@ -99,12 +100,13 @@ def pause(
     actor: Actor,
     now: datetime,
 ) -> Trigger:
-    before = services.require_trigger(store, trigger_id)
-    trigger = services.pause_trigger(store, trigger_id, note=note, now=now)
-    changes = {"paused": True, "was_paused": before.paused, "previous_note": before.pause_note}
-    audit.record(
-        _entry(ActionKind.PAUSE, actor, now, trigger_id=trigger_id, note=note, changes=changes)
-    )
+    with store.writing():  # the pause and its audit entry commit together
+        before = services.require_trigger(store, trigger_id)
+        trigger = services.pause_trigger(store, trigger_id, note=note, now=now)
+        changes = {"paused": True, "was_paused": before.paused, "previous_note": before.pause_note}
+        audit.record(
+            _entry(ActionKind.PAUSE, actor, now, trigger_id=trigger_id, note=note, changes=changes)
+        )
     return trigger
 
 
@@ -118,17 +120,18 @@ def resume(
     now: datetime,
 ) -> Trigger:
     """Resume claims; the record keeps the pause's note and time, which the trigger drops."""
-    before = services.require_trigger(store, trigger_id)
-    trigger = services.resume_trigger(store, trigger_id, now=now)
-    changes = {
-        "paused": False,
-        "was_paused": before.paused,
-        "paused_at": iso(before.paused_at) if before.paused_at else None,
-        "pause_note": before.pause_note,
-    }
-    audit.record(
-        _entry(ActionKind.RESUME, actor, now, trigger_id=trigger_id, note=note, changes=changes)
-    )
+    with store.writing():  # the resume and its audit entry commit together
+        before = services.require_trigger(store, trigger_id)
+        trigger = services.resume_trigger(store, trigger_id, now=now)
+        changes = {
+            "paused": False,
+            "was_paused": before.paused,
+            "paused_at": iso(before.paused_at) if before.paused_at else None,
+            "pause_note": before.pause_note,
+        }
+        audit.record(
+            _entry(ActionKind.RESUME, actor, now, trigger_id=trigger_id, note=note, changes=changes)
+        )
     return trigger
 
 

@@ -12,10 +12,13 @@ from looms_runtime.db import Database
 from tests.factories import spec
 from triggers.audit import AuditReport, RunFact, audit
 from triggers.clock import utc
+from triggers.errors import StoreError
 from triggers.model import Outcome, Reason
+from triggers.store.audit_log import Actor, AuditQuery
 from triggers.store.protocol import Claim, ClaimRequest, Launch, RangeRecord, Reserved, RunChange
 from triggers.store.schema import triggers as triggers_table
 from triggers.store.sql import SqlTriggerStore
+from triggers.store.sql_audit import SqlAuditLog
 
 T0 = utc(2026, 1, 1)
 LEASE = timedelta(minutes=5)
@@ -152,3 +155,30 @@ def test_counters_that_drifted_from_the_ledger_are_found(store: SqlTriggerStore)
 
     assert checks(report) == ["counters"]
     assert report.findings[0].message == "active_count is 3, the ledger holds 1"
+
+
+def test_a_pause_whose_audit_entry_fails_is_not_kept(
+    reused_database: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An operator's action commits with its audit entry or not at all."""
+    from triggers import actions
+
+    store = SqlTriggerStore(reused_database)
+    store.apply([spec("t")], now=T0)
+    log = SqlAuditLog(reused_database)
+
+    def refuse(entry: object) -> object:
+        raise StoreError("the audit log refused the entry")
+
+    monkeypatch.setattr(log, "record", refuse)
+    with pytest.raises(StoreError):
+        actions.pause(store, log, "t", note="n", actor=Actor(host="h", user="u"), now=T0)
+
+    trigger = store.get_trigger("t")
+    assert trigger is not None
+    assert not trigger.paused  # rolled back with the entry that failed
+    monkeypatch.undo()
+    actions.pause(store, log, "t", note="n", actor=Actor(host="h", user="u"), now=T0)
+    paused = store.get_trigger("t")
+    assert paused is not None and paused.paused
+    assert [e.action.value for e in log.entries(AuditQuery(trigger_id="t"))] == ["pause"]

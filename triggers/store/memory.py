@@ -181,6 +181,9 @@ class MemoryTriggerStore:
     def reading(self) -> AbstractContextManager[None]:
         return nullcontext()  # each read is already consistent under the lock
 
+    def writing(self) -> AbstractContextManager[None]:
+        return nullcontext()  # each write stands under the lock
+
     def declared_digests(self) -> dict[str, tuple[str, bool]]:
         with self._lock:
             return {i: (row.digest, row.retired) for i, row in self._tables.triggers.items()}

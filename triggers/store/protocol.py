@@ -466,6 +466,13 @@ class TriggerStore(TriggerReads, Protocol):
     being written, and StoreError for anything else the database refuses.
     """
 
+    def writing(self) -> AbstractContextManager[None]:
+        """Writes made inside (of this store and of the audit log on the same
+        database), on this thread, are one transaction: an operator's action commits
+        with its audit entry or not at all. (The memory store has no transaction to
+        share: each write stands.)"""
+        ...
+
     def apply(
         self, specs: Sequence[TriggerSpec], *, now: datetime, source_digest: str | None = None
     ) -> ApplyResult:

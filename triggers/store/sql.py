@@ -73,6 +73,11 @@ class SqlTriggerStore(SqlTriggerReads):
 
     # -- declarations -------------------------------------------------------------
 
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        with translated(), self._db.shared_write():
+            yield
+
     def apply(
         self, specs: Sequence[TriggerSpec], *, now: datetime, source_digest: str | None = None
     ) -> ApplyResult:
