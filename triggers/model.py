@@ -137,7 +137,28 @@ class AtSchedule:
     kind: Literal["at"] = "at"
 
 
-Schedule: TypeAlias = CronSchedule | EverySchedule | CalendarSchedule | AtSchedule
+DEPENDENCY_OUTCOMES = ("completed", "failed", "settled")
+"""The outcomes of an upstream run that `after:` may wait for (`settled`: either)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AfterSchedule:
+    """No instants of its own: an occurrence per settled run of the trigger `upstream`
+    whose outcome matches `outcome` (`completed`, `failed`, or `settled`: any end,
+    cancelled included)."""
+
+    upstream: str
+    outcome: str = "completed"
+    kind: Literal["after"] = "after"
+
+    def matches(self, outcome: str) -> bool:
+        """Whether an upstream run that settled `outcome` fires the dependent trigger."""
+        if self.outcome == "settled":
+            return outcome in ("completed", "failed", "cancelled")
+        return outcome == self.outcome
+
+
+Schedule: TypeAlias = CronSchedule | EverySchedule | CalendarSchedule | AtSchedule | AfterSchedule
 
 WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 """Weekday names as declarations write them, Monday first (`date.weekday()` order)."""
@@ -490,6 +511,8 @@ def _schedule_to_json(schedule: Schedule) -> dict[str, JsonValue]:
             }
         case AtSchedule(at=at):
             return {"kind": "at", "at": to_ms(at)}
+        case AfterSchedule(upstream=upstream, outcome=outcome):
+            return {"kind": "after", "trigger": upstream, "outcome": outcome}
 
 
 def _schedule_from_json(data: Mapping[str, JsonValue]) -> Schedule:
@@ -514,6 +537,8 @@ def _schedule_from_json(data: Mapping[str, JsonValue]) -> Schedule:
         )
     if kind == "at":
         return AtSchedule(at=from_ms(data["at"]))
+    if kind == "after":
+        return AfterSchedule(upstream=data["trigger"], outcome=data["outcome"])
     raise ValueError(f"unknown schedule kind {kind!r}")
 
 
@@ -540,3 +565,5 @@ def describe_schedule(schedule: Schedule) -> str:
             return f"calendar every {' '.join(parts)}{day} at {clock}"
         case AtSchedule(at=at):
             return f"at {iso_key(at)}"
+        case AfterSchedule(upstream=upstream, outcome=outcome):
+            return f"after {upstream} {outcome}"

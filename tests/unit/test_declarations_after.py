@@ -1,0 +1,152 @@
+"""`after:` in the declarations file: a dependent trigger's upstream and outcome."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import pytest
+
+from triggers.clock import from_ms
+from triggers.declarations import parse_declarations
+from triggers.errors import DeclarationError
+from triggers.model import AfterSchedule, TriggerSpec, describe_schedule
+from triggers.scheduler.occurrences import compile_schedule, next_occurrences
+
+GOOD = """\
+version: 1
+flows:
+  f: {steps: []}
+triggers:
+  - {id: nightly-import, flow: f, cron: "0 2 * * *"}
+  - {id: report, flow: f, after: {trigger: nightly-import, outcome: completed}}
+  - id: cleanup
+    flow: f
+    after: {trigger: report, outcome: settled}
+  - {id: alarm, flow: f, after: {trigger: nightly-import, outcome: failed}}
+  - {id: plain, flow: f, after: {trigger: nightly-import}}
+"""
+
+
+def problems_of(text: str) -> list[dict[str, Any]]:
+    with pytest.raises(DeclarationError) as caught:
+        parse_declarations(text, source="t.yaml")
+    return cast("list[dict[str, Any]]", caught.value.details["problems"])
+
+
+def test_after_is_a_schedule_kind_that_round_trips() -> None:
+    found = {t.id: t for t in parse_declarations(GOOD, source="t.yaml").triggers}
+
+    assert found["report"].schedule == AfterSchedule(upstream="nightly-import", outcome="completed")
+    assert found["cleanup"].schedule == AfterSchedule(upstream="report", outcome="settled")
+    assert found["alarm"].schedule == AfterSchedule(upstream="nightly-import", outcome="failed")
+    assert found["plain"].schedule == AfterSchedule(upstream="nightly-import", outcome="completed")
+    assert describe_schedule(found["cleanup"].schedule) == "after report settled"
+    for trigger in found.values():
+        assert TriggerSpec.from_json(trigger.to_json()) == trigger
+
+
+def test_a_dependent_trigger_owes_no_instant() -> None:
+    schedule = compile_schedule(AfterSchedule(upstream="a"), trigger_id="b")
+    assert next_occurrences(schedule, after=from_ms(0), count=3) == []
+
+
+@pytest.mark.parametrize(
+    ("outcome", "fires_on"),
+    [
+        ("completed", {"completed"}),
+        ("failed", {"failed"}),
+        ("settled", {"completed", "failed", "cancelled"}),
+    ],
+)
+def test_which_upstream_outcomes_fire(outcome: str, fires_on: set[str]) -> None:
+    schedule = AfterSchedule(upstream="a", outcome=outcome)
+    every = {"completed", "failed", "cancelled", "skipped", "missed", "launched", "superseded"}
+    assert {o for o in every if schedule.matches(o)} == fires_on
+
+
+def _file(*triggers: str) -> str:
+    lines = "".join(f"  - {t}\n" for t in triggers)
+    return f"version: 1\nflows:\n  f: {{steps: []}}\ntriggers:\n{lines}"
+
+
+@pytest.mark.parametrize(
+    ("triggers", "line", "key", "message"),
+    [
+        (
+            ["{id: a, flow: f, every: 1h}", "{id: b, flow: f, after: {trigger: imprt}}"],
+            6,
+            "triggers[b].after.trigger",
+            "unknown upstream trigger 'imprt' (declared: a)",
+        ),
+        (
+            ["{id: import, flow: f, every: 1h}", "{id: b, flow: f, after: {trigger: imprt}}"],
+            6,
+            "triggers[b].after.trigger",
+            "unknown upstream trigger 'imprt' (did you mean 'import'?)",
+        ),
+        (
+            ["{id: a, flow: f, every: 1h, after: {trigger: b}}", "{id: b, flow: f, every: 1h}"],
+            5,
+            "triggers[a].after",
+            "after replaces a schedule: give either every or after, not both",
+        ),
+        (
+            ["{id: a, flow: f, after: {trigger: a}}"],
+            5,
+            "triggers[a].after.trigger",
+            "trigger 'a' cannot run after itself",
+        ),
+        (
+            ["{id: a, flow: f, after: {trigger: b}}", "{id: b, flow: f, after: {trigger: a}}"],
+            5,
+            "triggers[a].after.trigger",
+            "the dependencies form a cycle: a after b after a",
+        ),
+        (
+            [
+                "{id: x, flow: f, every: 1h}",
+                "{id: a, flow: f, after: {trigger: c}}",
+                "{id: b, flow: f, after: {trigger: a}}",
+                "{id: c, flow: f, after: {trigger: b}}",
+            ],
+            6,
+            "triggers[a].after.trigger",
+            "the dependencies form a cycle: a after c after b after a",
+        ),
+        (
+            ["{id: a, flow: f, every: 1h}", "{id: b, flow: f, after: {trigger: a, outcome: done}}"],
+            6,
+            "triggers[b].after.outcome",
+            "completed",
+        ),
+        (
+            ["{id: a, flow: f, every: 1h}", "{id: b, flow: f, after: {outcome: failed}}"],
+            6,
+            "triggers[b].after.trigger",
+            "missing required key 'trigger'",
+        ),
+    ],
+    ids=[
+        "unknown",
+        "unknown-suggested",
+        "both",
+        "itself",
+        "cycle",
+        "long-cycle",
+        "outcome",
+        "no-upstream",
+    ],
+)
+def test_validate_refuses_bad_dependencies(
+    triggers: list[str], line: int, key: str, message: str
+) -> None:
+    [found] = problems_of(_file(*triggers))
+    assert (found["file"], found["line"], found["key"]) == ("t.yaml", line, key)
+    assert message in found["message"]
+
+
+def test_an_upstream_invalid_for_another_reason_still_counts_as_declared() -> None:
+    problems = problems_of(
+        _file("{id: a, flow: nope, every: 1h}", "{id: b, flow: f, after: {trigger: a}}")
+    )
+    assert [p["key"] for p in problems] == ["triggers[a].flow"]
