@@ -431,6 +431,13 @@ class FireRecord:
     reason_detail: str | None = None
     """What the reason names: with `calendar`, the calendar and the day's name."""
 
+    @property
+    def upstream_run_id(self) -> str | None:
+        """A dependent trigger's occurrence: the upstream run that caused it."""
+        if self.manual_key.startswith(AFTER_KEY_PREFIX):
+            return self.manual_key.removeprefix(AFTER_KEY_PREFIX)
+        return None
+
     def to_json(self) -> dict[str, Any]:
         """The row as `history --json` prints it (and `triggers.timeline` draws it)."""
         instant = _iso_or_none
@@ -452,6 +459,7 @@ class FireRecord:
             "idempotency_key": self.idempotency_key,
             "blocked_by": self.blocked_by,
             "reason_detail": self.reason_detail,
+            "upstream_run_id": self.upstream_run_id,
         }
 
 
@@ -471,8 +479,25 @@ class RunStatus:
         return self.state != "active"
 
 
+AFTER_KEY_PREFIX = "after:"
+"""The `manual_key` of a dependent trigger's occurrence: `after:{upstream run id}`."""
+
+
+def upstream_of(spec: TriggerSpec) -> str | None:
+    """The trigger whose settled runs `spec` follows (`after:`), or None."""
+    return spec.schedule.upstream if isinstance(spec.schedule, AfterSchedule) else None
+
+
+def upstream_key(run_id: str) -> str:
+    """The `manual_key` of the occurrence an upstream run gives a dependent trigger."""
+    return f"{AFTER_KEY_PREFIX}{run_id}"
+
+
 def idempotency_key(trigger_id: str, occurrence_at: datetime, manual_key: str = "") -> str:
-    """The runtime key of an occurrence: `{trigger}:{ISO UTC}` or `{trigger}:manual:{key}`."""
+    """The runtime key of an occurrence: `{trigger}:{ISO UTC}`, `{trigger}:manual:{key}`,
+    or, for a dependent trigger's occurrence, `{trigger}:after:{upstream run id}`."""
+    if manual_key.startswith(AFTER_KEY_PREFIX):
+        return f"{trigger_id}:{manual_key}"
     if manual_key:
         return f"{trigger_id}:manual:{manual_key}"
     return f"{trigger_id}:{iso_key(occurrence_at)}"

@@ -16,7 +16,8 @@ from typing import Literal, Protocol
 from triggers.errors import StoreError, TriggersError
 from triggers.model import Action, FireRecord, Outcome, Overlap, Reason, Trigger, TriggerSpec
 
-FireKind = Literal["scheduled", "manual", "backfill"]
+FireKind = Literal["scheduled", "manual", "backfill", "after"]
+"""`after`: a dependent trigger's occurrence, recorded with its upstream run's settlement."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
