@@ -6,10 +6,12 @@ from typing import Any, cast
 
 import pytest
 
+from triggers.cli._foresight import stop_text
 from triggers.clock import from_ms
 from triggers.declarations import parse_declarations
 from triggers.errors import DeclarationError
 from triggers.model import AfterSchedule, TriggerSpec, describe_schedule
+from triggers.scheduler.forecast import Stop, forecast
 from triggers.scheduler.occurrences import compile_schedule, next_occurrences
 
 GOOD = """\
@@ -150,3 +152,16 @@ def test_an_upstream_invalid_for_another_reason_still_counts_as_declared() -> No
         _file("{id: a, flow: nope, every: 1h}", "{id: b, flow: f, after: {trigger: a}}")
     )
     assert [p["key"] for p in problems] == ["triggers[a].flow"]
+
+
+def test_next_says_a_dependent_trigger_fires_after_its_upstream() -> None:
+    found = {t.id: t for t in parse_declarations(GOOD, source="t.yaml").triggers}
+    report = found["report"]
+    schedule = compile_schedule(report.schedule, trigger_id="report")
+
+    forecast_ = forecast(report, schedule, after=from_ms(0), count=5)
+
+    assert (forecast_.fires, forecast_.stop) == ([], Stop.UPSTREAM)
+    assert (
+        stop_text(forecast_, report, None) == "it fires after each completed run of nightly-import"
+    )
