@@ -69,6 +69,10 @@ class Reason(enum.StrEnum):
     CALENDAR = "calendar"
     """A calendar of the trigger excludes the occurrence's day (or time); the ledger row
     names the calendar and the day in `reason_detail`: `de-by (Allerheiligen)`."""
+    REQUIREMENT = "requirement"
+    """The trigger's `requires:` was not met: its required trigger had not settled with
+    the required outcome within `since` before the occurrence. The ledger row names the
+    requirement in `reason_detail`: `import completed within 6h`."""
     POOL_FULL = "pool_full"
     """The trigger's pool had no free slot: its members' active runs fill it. The ledger
     row names the pool in `reason_detail`; the trigger's overlap policy decides whether
@@ -253,6 +257,45 @@ class PoolSpec:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Requirement:
+    """`requires:`: a scheduled occurrence runs only when `trigger` settled with
+    `outcome` (`completed`, `failed`, or `settled`: either) within `since` before it."""
+
+    trigger: str
+    outcome: str
+    since: timedelta
+
+    def describe(self) -> str:
+        """What the ledger row of an occurrence it skips names: `import completed within 6h`."""
+        return f"{self.trigger} {self.outcome} within {format_duration(self.since)}"
+
+    def met(self, last: Mapping[str, Mapping[str, datetime]], occurrence_at: datetime) -> bool:
+        """Whether `last` (each outcome's latest settlement by trigger, as the store's
+        `last_settled` answers) meets it for `occurrence_at`."""
+        outcomes = ("completed", "failed") if self.outcome == "settled" else (self.outcome,)
+        for outcome in outcomes:
+            settled_at = last.get(outcome, {}).get(self.trigger)
+            if settled_at is not None and occurrence_at - self.since <= settled_at:
+                return True
+        return False
+
+    def to_json(self) -> dict[str, JsonValue]:
+        return {
+            "trigger": self.trigger,
+            "outcome": self.outcome,
+            "since_s": self.since.total_seconds(),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, JsonValue]) -> Requirement:
+        return cls(
+            trigger=data["trigger"],
+            outcome=data["outcome"],
+            since=timedelta(seconds=data["since_s"]),
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class FlowSpec:
     """A declared flow: its name, its JSON definition and the digest that versions it."""
 
@@ -296,6 +339,8 @@ class TriggerSpec:
     pool: PoolSpec | None = None
     """The pool whose slots the trigger's runs take (and its size, so that resizing a
     pool is a revision of its members)."""
+    requires: Requirement | None = None
+    """A trigger its scheduled occurrences wait for (`requires:`), or None."""
     # The digest, once computed: an apply compares ten thousand of them, twice.
     _digest: str = field(default="", init=False, repr=False, compare=False)
 
@@ -328,6 +373,7 @@ class TriggerSpec:
             **({"exclude": [c.to_json() for c in self.exclude]} if self.exclude else {}),
             **({"only": [c.to_json() for c in self.only]} if self.only else {}),
             **({"pool": self.pool.to_json()} if self.pool else {}),
+            **({"requires": self.requires.to_json()} if self.requires else {}),
         }
         # Only when declared, so that the digest (the revision) of other triggers is unchanged.
         if self.alert is not None:
@@ -369,6 +415,7 @@ class TriggerSpec:
             exclude=tuple(CalendarSpec.from_json(c) for c in data.get("exclude", ())),
             only=tuple(CalendarSpec.from_json(c) for c in data.get("only", ())),
             pool=PoolSpec.from_json(data["pool"]) if data.get("pool") else None,
+            requires=Requirement.from_json(data["requires"]) if data.get("requires") else None,
         )
 
     def digest(self) -> str:

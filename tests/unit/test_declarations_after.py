@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any, cast
 
 import pytest
@@ -10,10 +11,11 @@ from triggers.cli._foresight import stop_text
 from triggers.clock import from_ms
 from triggers.declarations import parse_declarations
 from triggers.errors import DeclarationError
-from triggers.model import AfterSchedule, TriggerSpec, describe_schedule
+from triggers.model import AfterSchedule, Requirement, TriggerSpec, describe_schedule
 from triggers.scheduler.forecast import Stop, forecast
 from triggers.scheduler.occurrences import compile_schedule, next_occurrences
 
+SIX_HOURS = timedelta(hours=6)
 GOOD = """\
 version: 1
 flows:
@@ -165,3 +167,26 @@ def test_next_says_a_dependent_trigger_fires_after_its_upstream() -> None:
     assert (
         stop_text(forecast_, report, None) == "it fires after each completed run of nightly-import"
     )
+
+
+def test_requires_is_kept_in_the_declaration_and_refused_when_unknown() -> None:
+    text = _file(
+        "{id: import, flow: f, every: 1h}",
+        "{id: report, flow: f, cron: '0 9 * * *', requires: {trigger: import, since: 6h}}",
+    )
+    [_, report] = parse_declarations(text, source="t.yaml").triggers
+    assert report.requires == Requirement(trigger="import", outcome="completed", since=SIX_HOURS)
+    assert TriggerSpec.from_json(report.to_json()) == report
+    assert "requires" not in parse_declarations(text, source="t.yaml").triggers[0].to_json()
+
+    [unknown] = problems_of(
+        _file("{id: b, flow: f, every: 1h, requires: {trigger: imp, since: 1h}}")
+    )
+    assert (unknown["line"], unknown["key"]) == (5, "triggers[b].requires.trigger")
+    assert unknown["message"] == "unknown required trigger 'imp'"
+    [itself] = problems_of(_file("{id: b, flow: f, every: 1h, requires: {trigger: b, since: 1h}}"))
+    assert itself["message"] == "trigger 'b' cannot require itself"
+    [no_since] = problems_of(
+        _file("{id: a, flow: f, every: 1h}", "{id: b, flow: f, every: 1h, requires: {trigger: a}}")
+    )
+    assert no_since["key"] == "triggers[b].requires.since"

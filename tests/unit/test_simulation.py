@@ -22,6 +22,7 @@ from triggers.model import (
     Outcome,
     Overlap,
     Reason,
+    Requirement,
     TriggerSpec,
 )
 from triggers.scheduler.forecast import forecast
@@ -315,3 +316,32 @@ def test_a_chain_of_dependent_triggers_runs_each_after_the_one_before() -> None:
             assert record.upstream_run_id is not None
             upstream = by_run[record.upstream_run_id]
             assert upstream.settled_at == record.occurrence_at
+
+
+def test_a_requirement_skips_an_occurrence_its_trigger_has_not_completed_within() -> None:
+    needs = Requirement(trigger="import", outcome="completed", since=7 * HOUR)
+    strict = Requirement(trigger="import", outcome="completed", since=30 * MINUTE)
+    failed = Requirement(trigger="import", outcome="failed", since=DAY)
+    result = simulate(
+        Scenario(
+            specs=[
+                spec("import", cron="0 2 * * *"),
+                spec("report", cron="0 1,9 * * *", requires=needs),
+                spec("strict", cron="0 9 * * *", requires=strict),
+                spec("on-failure", cron="0 9 * * *", requires=failed),
+            ],
+            start_at=T0,
+            end_at=T0 + 10 * HOUR,
+            default_duration=timedelta(minutes=20),
+        )
+    )
+
+    decided = {
+        (r.trigger_id, r.occurrence_at.hour): (r.outcome, r.reason, r.reason_detail)
+        for r in result.records
+    }
+    skipped = (Outcome.SKIPPED, Reason.REQUIREMENT)
+    assert decided[("report", 1)] == (*skipped, "import completed within 7h")
+    assert decided[("report", 9)] == (Outcome.COMPLETED, None, None)
+    assert decided[("strict", 9)] == (*skipped, "import completed within 30m")
+    assert decided[("on-failure", 9)] == (*skipped, "import failed within 1d")

@@ -43,7 +43,27 @@ def check_dependencies(raw_triggers: Sequence[object], problems: Problems) -> No
         elif isinstance(own, str):
             edges.setdefault(own, []).append(upstream)
             places.setdefault(own, where)
+    for index, raw in enumerate(raw_triggers):
+        if not isinstance(raw, dict):
+            continue
+        requires = raw.get("requires")
+        if isinstance(requires, dict) and isinstance(requires.get("trigger"), str):
+            _check_required(requires["trigger"], raw.get("id"), ids, index, problems)
     cycle = find_cycle(edges)
     if cycle:
         message = f"the dependencies form a cycle: {' after '.join(cycle)}"
         problems.add(places[cycle[0]], message)
+
+
+def _check_required(
+    required: str, own: object, ids: Sequence[str], index: int, problems: Problems
+) -> None:
+    where: Loc = ("triggers", index, "requires", "trigger")
+    if required == own:
+        problems.add(where, f"trigger '{own}' cannot require itself")
+    elif required not in ids:
+        others = [other for other in ids if other != own]
+        hint = suggestion(required, others) or (
+            f" (declared: {', '.join(others)})" if others else ""
+        )
+        problems.add(where, f"unknown required trigger '{required}'{hint}")

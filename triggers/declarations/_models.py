@@ -181,6 +181,15 @@ class AfterModel(_Model):
     outcome: Literal["completed", "failed", "settled"] = "completed"
 
 
+class RequiresModel(_Model):
+    """`requires:`: a scheduled occurrence runs only when `trigger` settled with
+    `outcome` within `since` before it."""
+
+    trigger: Id
+    outcome: Literal["completed", "failed", "settled"] = "completed"
+    since: Duration
+
+
 class CalendarModel(_Model):
     """`calendar:`: an interval of years/months/weeks/days at a wall-clock time."""
 
@@ -211,6 +220,7 @@ class TriggerModel(TriggerFieldsModel):
     calendar: CalendarModel | None = None
     at: Instant | None = None
     after: AfterModel | None = None
+    requires: RequiresModel | None = None
 
 
 class RetryModel(_Model):

@@ -50,6 +50,7 @@ from triggers.model import (
     HolidayRule,
     JsonValue,
     PoolSpec,
+    Requirement,
     Schedule,
     TriggerSpec,
 )
@@ -362,6 +363,11 @@ def _trigger(raw: object, loc: Loc, context: _Context) -> TriggerSpec | None:
     fields = _merged_fields(trigger, loc, context.defaults, problems)
     fields.update(_trigger_calendars(trigger, loc, context))
     fields["pool"] = _trigger_pool(trigger, loc, context)
+    if trigger.requires is not None:
+        required = trigger.requires
+        fields["requires"] = Requirement(
+            trigger=required.trigger, outcome=required.outcome, since=required.since
+        )
     zone, start_at, end_at = fields["timezone"], fields["start_at"], fields["end_at"]
     schedule = _schedule(raw, trigger, loc, zone, problems)
     bounds_ok = start_at is None or end_at is None or end_at > start_at

@@ -34,6 +34,10 @@ class ClaimRequest:
     """The calendar that leaves this occurrence out, with the day's name (`de-by
     (Allerheiligen)`), as the scheduler found it in the trigger at `expected_revision`:
     the claim records it `skipped` with reason `calendar`."""
+    unmet: str | None = None
+    """The trigger's `requires:` that this scheduled occurrence does not meet
+    (`import completed within 6h`), as the scheduler found it: the claim records it
+    `skipped` with reason `requirement`, the requirement in `reason_detail`."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
