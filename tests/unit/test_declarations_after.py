@@ -10,6 +10,7 @@ import pytest
 from triggers.cli._foresight import stop_text
 from triggers.clock import from_ms
 from triggers.declarations import parse_declarations
+from triggers.diffs import declaration_view
 from triggers.errors import DeclarationError
 from triggers.model import AfterSchedule, Requirement, TriggerSpec, describe_schedule
 from triggers.scheduler.forecast import Stop, forecast
@@ -177,6 +178,8 @@ def test_requires_is_kept_in_the_declaration_and_refused_when_unknown() -> None:
     [_, report] = parse_declarations(text, source="t.yaml").triggers
     assert report.requires == Requirement(trigger="import", outcome="completed", since=SIX_HOURS)
     assert TriggerSpec.from_json(report.to_json()) == report
+    assert declaration_view(report)["requires"] == "import completed within 6h"
+    assert "requires" not in declaration_view(parse_declarations(GOOD, source="t.yaml").triggers[0])
     assert "requires" not in parse_declarations(text, source="t.yaml").triggers[0].to_json()
 
     [unknown] = problems_of(
