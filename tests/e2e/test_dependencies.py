@@ -82,3 +82,52 @@ def test_each_upstream_run_fires_its_dependent_once_naming_the_run(
     ran = [r for r in of("report") if r["run_id"] is not None]
     assert len({r["run_id"] for r in ran}) == len(ran) >= 4
     assert all(r["upstream_run_id"] is None for r in of("import"))
+
+
+REQUIRES = textwrap.dedent(
+    """\
+    version: 1
+    flows:
+      ok: {steps: [{id: work, run: [/bin/true]}]}
+    triggers:
+      - {id: import, flow: ok, every: 1s}
+      - {id: never, flow: ok, every: 1s, enabled: false}
+      - {id: fed, flow: ok, every: 1s, requires: {trigger: import, since: 1m}}
+      - {id: starved, flow: ok, every: 1s, requires: {trigger: never, since: 1h}}
+    """
+)
+
+
+def _requirement_met_and_unmet(cli: Cli) -> list[dict[str, Any]] | None:
+    rows = _history(cli)
+    if rows is None:
+        return None
+    done = Counter((r["trigger_id"], r["outcome"], r["reason"]) for r in rows)
+    enough = done["fed", "completed", None] >= 2 and done["starved", "skipped", "requirement"] >= 2
+    return rows if enough else None
+
+
+def test_a_requirement_runs_what_its_trigger_fed_and_skips_what_it_starved(
+    cli: Cli, tmp_path: Path
+) -> None:
+    config = tmp_path / "triggers.yaml"
+    config.write_text(REQUIRES)
+    daemon = cli.daemon(config, tmp_path / "daemon.log")
+    try:
+        rows = wait_for(
+            lambda: _requirement_met_and_unmet(cli), timeout=120, what="fed runs, starved skips"
+        )
+    finally:
+        assert stop(daemon) == 0
+
+    starved = [r for r in rows if r["trigger_id"] == "starved"]
+    assert {(r["outcome"], r["reason"], r["reason_detail"]) for r in starved} == {
+        ("skipped", "requirement", "never completed within 1h")
+    }
+    assert all(r["run_id"] is None for r in starved)
+    fed = [r for r in rows if r["trigger_id"] == "fed" and r["reason"] == "requirement"]
+    first_import = min(
+        r["settled_at"] for r in rows if r["trigger_id"] == "import" and r["outcome"] == "completed"
+    )
+    # Only occurrences before the first import completed can have been skipped.
+    assert all(r["occurrence"] <= first_import for r in fed)
