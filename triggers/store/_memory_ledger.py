@@ -25,7 +25,6 @@ from triggers.model import (
     Reason,
     Trigger,
     idempotency_key,
-    upstream_of,
 )
 from triggers.store._buffers import OWN_KINDS, Active, Waiting, resolve_buffer
 from triggers.store._dependents import SettledRun, dependent_rows
@@ -323,9 +322,9 @@ def record_settlements(
     if followed:
         upstreams = {run.trigger_id for run in followed}
         dependents = [
-            stored.snapshot()
-            for stored in tables.triggers.values()
-            if upstream_of(stored.spec) in upstreams
+            tables.triggers[dependent].snapshot()
+            for dependent, upstream in tables.upstreams.items()
+            if upstream in upstreams and dependent in tables.triggers
         ]
         for new in dependent_rows(followed, dependents, now):
             tables.insert(new)
