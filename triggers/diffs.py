@@ -151,6 +151,9 @@ def declaration_view(spec: TriggerSpec) -> dict[str, Any]:
         # Only when given, as calendars: a revision that moved a trigger to another pool,
         # or resized its pool, reads `pool: a -> b` or `pool_slots: 2 -> 3`.
         **({"pool": spec.pool.name, "pool_slots": spec.pool.slots} if spec.pool else {}),
+        # Only when given: a revision that changed it reads `requires: a completed within
+        # 6h -> a completed within 2h`.
+        **({"requires": spec.requires.describe()} if spec.requires else {}),
         **_alert_view(spec),
     }
 

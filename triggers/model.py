@@ -69,6 +69,10 @@ class Reason(enum.StrEnum):
     CALENDAR = "calendar"
     """A calendar of the trigger excludes the occurrence's day (or time); the ledger row
     names the calendar and the day in `reason_detail`: `de-by (Allerheiligen)`."""
+    REQUIREMENT = "requirement"
+    """The trigger's `requires:` was not met: its required trigger had not settled with
+    the required outcome within `since` before the occurrence. The ledger row names the
+    requirement in `reason_detail`: `import completed within 6h`."""
     POOL_FULL = "pool_full"
     """The trigger's pool had no free slot: its members' active runs fill it. The ledger
     row names the pool in `reason_detail`; the trigger's overlap policy decides whether
@@ -137,7 +141,28 @@ class AtSchedule:
     kind: Literal["at"] = "at"
 
 
-Schedule: TypeAlias = CronSchedule | EverySchedule | CalendarSchedule | AtSchedule
+DEPENDENCY_OUTCOMES = ("completed", "failed", "settled")
+"""The outcomes of an upstream run that `after:` may wait for (`settled`: either)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AfterSchedule:
+    """No instants of its own: an occurrence per settled run of the trigger `upstream`
+    whose outcome matches `outcome` (`completed`, `failed`, or `settled`: any end,
+    cancelled included)."""
+
+    upstream: str
+    outcome: str = "completed"
+    kind: Literal["after"] = "after"
+
+    def matches(self, outcome: str) -> bool:
+        """Whether an upstream run that settled `outcome` fires the dependent trigger."""
+        if self.outcome == "settled":
+            return outcome in ("completed", "failed", "cancelled")
+        return outcome == self.outcome
+
+
+Schedule: TypeAlias = CronSchedule | EverySchedule | CalendarSchedule | AtSchedule | AfterSchedule
 
 WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 """Weekday names as declarations write them, Monday first (`date.weekday()` order)."""
@@ -232,6 +257,45 @@ class PoolSpec:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Requirement:
+    """`requires:`: a scheduled occurrence runs only when `trigger` settled with
+    `outcome` (`completed`, `failed`, or `settled`: either) within `since` before it."""
+
+    trigger: str
+    outcome: str
+    since: timedelta
+
+    def describe(self) -> str:
+        """What the ledger row of an occurrence it skips names: `import completed within 6h`."""
+        return f"{self.trigger} {self.outcome} within {format_duration(self.since)}"
+
+    def met(self, last: Mapping[str, Mapping[str, datetime]], occurrence_at: datetime) -> bool:
+        """Whether `last` (each outcome's latest settlement by trigger, as the store's
+        `last_settled` answers) meets it for `occurrence_at`."""
+        outcomes = ("completed", "failed") if self.outcome == "settled" else (self.outcome,)
+        for outcome in outcomes:
+            settled_at = last.get(outcome, {}).get(self.trigger)
+            if settled_at is not None and occurrence_at - self.since <= settled_at:
+                return True
+        return False
+
+    def to_json(self) -> dict[str, JsonValue]:
+        return {
+            "trigger": self.trigger,
+            "outcome": self.outcome,
+            "since_s": self.since.total_seconds(),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, JsonValue]) -> Requirement:
+        return cls(
+            trigger=data["trigger"],
+            outcome=data["outcome"],
+            since=timedelta(seconds=data["since_s"]),
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class FlowSpec:
     """A declared flow: its name, its JSON definition and the digest that versions it."""
 
@@ -275,6 +339,8 @@ class TriggerSpec:
     pool: PoolSpec | None = None
     """The pool whose slots the trigger's runs take (and its size, so that resizing a
     pool is a revision of its members)."""
+    requires: Requirement | None = None
+    """A trigger its scheduled occurrences wait for (`requires:`), or None."""
     # The digest, once computed: an apply compares ten thousand of them, twice.
     _digest: str = field(default="", init=False, repr=False, compare=False)
 
@@ -307,6 +373,7 @@ class TriggerSpec:
             **({"exclude": [c.to_json() for c in self.exclude]} if self.exclude else {}),
             **({"only": [c.to_json() for c in self.only]} if self.only else {}),
             **({"pool": self.pool.to_json()} if self.pool else {}),
+            **({"requires": self.requires.to_json()} if self.requires else {}),
         }
         # Only when declared, so that the digest (the revision) of other triggers is unchanged.
         if self.alert is not None:
@@ -348,6 +415,7 @@ class TriggerSpec:
             exclude=tuple(CalendarSpec.from_json(c) for c in data.get("exclude", ())),
             only=tuple(CalendarSpec.from_json(c) for c in data.get("only", ())),
             pool=PoolSpec.from_json(data["pool"]) if data.get("pool") else None,
+            requires=Requirement.from_json(data["requires"]) if data.get("requires") else None,
         )
 
     def digest(self) -> str:
@@ -410,6 +478,13 @@ class FireRecord:
     reason_detail: str | None = None
     """What the reason names: with `calendar`, the calendar and the day's name."""
 
+    @property
+    def upstream_run_id(self) -> str | None:
+        """A dependent trigger's occurrence: the upstream run that caused it."""
+        if self.manual_key.startswith(AFTER_KEY_PREFIX):
+            return self.manual_key.removeprefix(AFTER_KEY_PREFIX)
+        return None
+
     def to_json(self) -> dict[str, Any]:
         """The row as `history --json` prints it (and `triggers.timeline` draws it)."""
         instant = _iso_or_none
@@ -431,6 +506,7 @@ class FireRecord:
             "idempotency_key": self.idempotency_key,
             "blocked_by": self.blocked_by,
             "reason_detail": self.reason_detail,
+            "upstream_run_id": self.upstream_run_id,
         }
 
 
@@ -450,8 +526,25 @@ class RunStatus:
         return self.state != "active"
 
 
+AFTER_KEY_PREFIX = "after:"
+"""The `manual_key` of a dependent trigger's occurrence: `after:{upstream run id}`."""
+
+
+def upstream_of(spec: TriggerSpec) -> str | None:
+    """The trigger whose settled runs `spec` follows (`after:`), or None."""
+    return spec.schedule.upstream if isinstance(spec.schedule, AfterSchedule) else None
+
+
+def upstream_key(run_id: str) -> str:
+    """The `manual_key` of the occurrence an upstream run gives a dependent trigger."""
+    return f"{AFTER_KEY_PREFIX}{run_id}"
+
+
 def idempotency_key(trigger_id: str, occurrence_at: datetime, manual_key: str = "") -> str:
-    """The runtime key of an occurrence: `{trigger}:{ISO UTC}` or `{trigger}:manual:{key}`."""
+    """The runtime key of an occurrence: `{trigger}:{ISO UTC}`, `{trigger}:manual:{key}`,
+    or, for a dependent trigger's occurrence, `{trigger}:after:{upstream run id}`."""
+    if manual_key.startswith(AFTER_KEY_PREFIX):
+        return f"{trigger_id}:{manual_key}"
     if manual_key:
         return f"{trigger_id}:manual:{manual_key}"
     return f"{trigger_id}:{iso_key(occurrence_at)}"
@@ -490,6 +583,8 @@ def _schedule_to_json(schedule: Schedule) -> dict[str, JsonValue]:
             }
         case AtSchedule(at=at):
             return {"kind": "at", "at": to_ms(at)}
+        case AfterSchedule(upstream=upstream, outcome=outcome):
+            return {"kind": "after", "trigger": upstream, "outcome": outcome}
 
 
 def _schedule_from_json(data: Mapping[str, JsonValue]) -> Schedule:
@@ -514,6 +609,8 @@ def _schedule_from_json(data: Mapping[str, JsonValue]) -> Schedule:
         )
     if kind == "at":
         return AtSchedule(at=from_ms(data["at"]))
+    if kind == "after":
+        return AfterSchedule(upstream=data["trigger"], outcome=data["outcome"])
     raise ValueError(f"unknown schedule kind {kind!r}")
 
 
@@ -540,3 +637,5 @@ def describe_schedule(schedule: Schedule) -> str:
             return f"calendar every {' '.join(parts)}{day} at {clock}"
         case AtSchedule(at=at):
             return f"at {iso_key(at)}"
+        case AfterSchedule(upstream=upstream, outcome=outcome):
+            return f"after {upstream} {outcome}"

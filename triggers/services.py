@@ -26,6 +26,7 @@ from triggers.errors import (
     UnknownTriggerError,
 )
 from triggers.model import (
+    AFTER_KEY_PREFIX,
     FireRecord,
     Overlap,
     Trigger,
@@ -260,6 +261,11 @@ def claim_manual_fire(
     trigger = require_trigger(store, trigger_id)
     if trigger.retired:
         raise InputError(f"trigger {trigger_id!r} is retired (no longer declared)")
+    if key is not None and key.startswith(AFTER_KEY_PREFIX):
+        raise InputError(
+            f"a fire key may not start with {AFTER_KEY_PREFIX!r}: "
+            "it names the upstream runs of dependent triggers"
+        )
     occurrence = now.replace(microsecond=now.microsecond // 1000 * 1000)
     manual_key = key or occurrence.isoformat(timespec="milliseconds").replace("+00:00", "Z")
     request = ClaimRequest(

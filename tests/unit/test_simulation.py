@@ -15,7 +15,16 @@ import pytest
 from tests.factories import spec
 from triggers.clock import utc
 from triggers.errors import InputError
-from triggers.model import AtSchedule, CronSchedule, Outcome, Overlap, Reason, TriggerSpec
+from triggers.model import (
+    AfterSchedule,
+    AtSchedule,
+    CronSchedule,
+    Outcome,
+    Overlap,
+    Reason,
+    Requirement,
+    TriggerSpec,
+)
 from triggers.scheduler.forecast import forecast
 from triggers.scheduler.occurrences import compile_schedule, count_occurrences
 from triggers.simulation import ClockJump, Downtime, Edit, Interval, Pause, Scenario, simulate
@@ -277,3 +286,62 @@ def test_a_duration_longer_than_a_triggers_period_is_warned_about() -> None:
         "--duration 2h: longer than the period of a, b (1h): "
         "the next occurrences meet the overlap policy (buffer, skip)"
     ]
+
+
+def test_a_chain_of_dependent_triggers_runs_each_after_the_one_before() -> None:
+    result = simulate(
+        Scenario(
+            specs=[
+                spec("import", cron="0 2 * * *"),
+                spec("report", schedule=AfterSchedule(upstream="import")),
+                spec("cleanup", schedule=AfterSchedule(upstream="report", outcome="settled")),
+                spec("page", schedule=AfterSchedule(upstream="import", outcome="failed")),
+            ],
+            start_at=T0,
+            end_at=T0 + 2 * DAY,
+            default_duration=timedelta(minutes=20),
+        )
+    )
+
+    ran = [(r.trigger_id, r.occurrence_at, r.outcome) for r in result.records]
+    at_two = T0 + 2 * HOUR
+    assert ran == [
+        (trigger_id, day + at_two + n * 20 * MINUTE, Outcome.COMPLETED)
+        for day in (timedelta(0), DAY)
+        for n, trigger_id in enumerate(("import", "report", "cleanup"))
+    ]
+    by_run = {r.run_id: r for r in result.records}
+    for record in result.records:
+        if record.trigger_id != "import":
+            assert record.upstream_run_id is not None
+            upstream = by_run[record.upstream_run_id]
+            assert upstream.settled_at == record.occurrence_at
+
+
+def test_a_requirement_skips_an_occurrence_its_trigger_has_not_completed_within() -> None:
+    needs = Requirement(trigger="import", outcome="completed", since=7 * HOUR)
+    strict = Requirement(trigger="import", outcome="completed", since=30 * MINUTE)
+    failed = Requirement(trigger="import", outcome="failed", since=DAY)
+    result = simulate(
+        Scenario(
+            specs=[
+                spec("import", cron="0 2 * * *"),
+                spec("report", cron="0 1,9 * * *", requires=needs),
+                spec("strict", cron="0 9 * * *", requires=strict),
+                spec("on-failure", cron="0 9 * * *", requires=failed),
+            ],
+            start_at=T0,
+            end_at=T0 + 10 * HOUR,
+            default_duration=timedelta(minutes=20),
+        )
+    )
+
+    decided = {
+        (r.trigger_id, r.occurrence_at.hour): (r.outcome, r.reason, r.reason_detail)
+        for r in result.records
+    }
+    skipped = (Outcome.SKIPPED, Reason.REQUIREMENT)
+    assert decided[("report", 1)] == (*skipped, "import completed within 7h")
+    assert decided[("report", 9)] == (Outcome.COMPLETED, None, None)
+    assert decided[("strict", 9)] == (*skipped, "import completed within 30m")
+    assert decided[("on-failure", 9)] == (*skipped, "import failed within 1d")

@@ -309,3 +309,14 @@ def test_a_picture_without_matplotlib_is_refused_saying_how_to_install_it(
         with pytest.raises(ConfigError, match=r"pip install 'triggers\[pictures\]'"):
             attempt()
     assert render_text(picture, width=60)  # the terminal's drawing needs none of it
+
+
+def test_a_dependent_triggers_run_is_not_drawn_as_an_operators() -> None:
+    dependent = row("b", T0 + 5 * MINUTE, "completed", run=MINUTE, manual_key="after:run-a-1")
+    dependent["upstream_run_id"] = "run-a-1"
+    operator = row("b", T0 + 9 * MINUTE, "completed", run=MINUTE, manual_key="k")
+
+    [lane] = lanes(window([dependent, operator]))
+
+    assert [r.manual for r in lane.runs] == [False, True]
+    assert lane.manual == [T0 + 9 * MINUTE]

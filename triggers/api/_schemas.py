@@ -145,6 +145,10 @@ class FireRow(Document):
     reason_detail: str | None = Field(
         default=None, description="What the reason names: with `calendar`, the calendar and day."
     )
+    upstream_run_id: str | None = Field(
+        default=None,
+        description="A dependent trigger's (`after:`) occurrence: the upstream run that caused it.",
+    )
 
 
 class LifeEventRow(Document):

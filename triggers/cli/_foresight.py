@@ -103,6 +103,7 @@ def _upcoming_table(spec: TriggerSpec, found: Forecast) -> None:
 
 def stop_text(found: Forecast, spec: TriggerSpec, trigger: Trigger | None) -> str:
     """Why a trigger fires no (more) occurrences, for people."""
+    from triggers.model import AfterSchedule  # noqa: PLC0415
     from triggers.scheduler.forecast import Stop  # noqa: PLC0415
 
     stop = found.stop
@@ -120,6 +121,9 @@ def stop_text(found: Forecast, spec: TriggerSpec, trigger: Trigger | None) -> st
             else "counted from a new trigger"
         )
         return f"max_runs {spec.max_runs} reached ({so_far})"
+    if stop is Stop.UPSTREAM and isinstance(spec.schedule, AfterSchedule):
+        upstream = spec.schedule
+        return f"it fires after each {upstream.outcome} run of {upstream.upstream}"
     if spec.end_at is not None:
         return f"its schedule ended (end: {iso(spec.end_at)})"
     return "its schedule has no occurrence left"

@@ -7,7 +7,7 @@ that relate several keys live in `_specs.py`.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     BaseModel,
@@ -174,6 +174,22 @@ class EveryModel(_Model):
     start: Instant | None = None
 
 
+class AfterModel(_Model):
+    """`after:`: the trigger fires once per settled run of `trigger` with `outcome`."""
+
+    trigger: Id
+    outcome: Literal["completed", "failed", "settled"] = "completed"
+
+
+class RequiresModel(_Model):
+    """`requires:`: a scheduled occurrence runs only when `trigger` settled with
+    `outcome` within `since` before it."""
+
+    trigger: Id
+    outcome: Literal["completed", "failed", "settled"] = "completed"
+    since: Duration
+
+
 class CalendarModel(_Model):
     """`calendar:`: an interval of years/months/weeks/days at a wall-clock time."""
 
@@ -203,6 +219,8 @@ class TriggerModel(TriggerFieldsModel):
     every: Annotated[EveryModel, BeforeValidator(every_shorthand)] | None = None
     calendar: CalendarModel | None = None
     at: Instant | None = None
+    after: AfterModel | None = None
+    requires: RequiresModel | None = None
 
 
 class RetryModel(_Model):

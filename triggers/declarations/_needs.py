@@ -37,13 +37,13 @@ def check_needs(steps: Sequence[dict[str, JsonValue] | None], loc: Loc, problems
                 problems.add(where, f"no step {name!r} in this flow" + hint)
             else:
                 edges[own].append(str(name))
-    cycle = _cycle(edges)
+    cycle = find_cycle(edges)
     if cycle:
         index = ids.index(cycle[0])
         problems.add((*loc, index, "needs"), f"the needs form a cycle: {' -> '.join(cycle)}")
 
 
-def _cycle(edges: dict[str, list[str]]) -> list[str]:
+def find_cycle(edges: dict[str, list[str]]) -> list[str]:
     """A cycle of `edges` (step -> the steps it needs) as a path, or [] when there is none."""
     done: set[str] = set()
     path: list[str] = []

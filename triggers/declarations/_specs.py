@@ -15,6 +15,7 @@ from zoneinfo import ZoneInfo
 
 from triggers.alert_rules import CHANNEL_KINDS, DEFAULT_EVENTS, AlertChannel, AlertEvent, AlertRule
 from triggers.clock import iso
+from triggers.declarations._dependencies import check_dependencies
 from triggers.declarations._messages import describe, suggestion
 from triggers.declarations._models import (
     AlertRuleModel,
@@ -38,6 +39,7 @@ from triggers.declarations._yaml import Loc
 from triggers.errors import ScheduleError
 from triggers.model import (
     WEEKDAYS,
+    AfterSchedule,
     AtSchedule,
     CalendarSchedule,
     CalendarSpec,
@@ -48,6 +50,7 @@ from triggers.model import (
     HolidayRule,
     JsonValue,
     PoolSpec,
+    Requirement,
     Schedule,
     TriggerSpec,
 )
@@ -55,7 +58,7 @@ from triggers.scheduler.calendars import check_calendar, compile_calendars
 from triggers.scheduler.occurrences import compile_schedule
 
 SUPPORTED_VERSION = 1
-SCHEDULE_KINDS = ("cron", "every", "calendar", "at")
+SCHEDULE_KINDS = ("cron", "every", "calendar", "at", "after")
 # Step kind: how messages name it, and which optional step keys it takes.
 STEP_KINDS = {
     "run": (
@@ -157,6 +160,7 @@ def build_specs(
         _trigger(raw, ("triggers", index), context) for index, raw in enumerate(raw_triggers)
     ]
     report_duplicate_ids(raw_triggers, ("triggers",), problems, what="trigger id")
+    check_dependencies(raw_triggers, problems)
     valid = [trigger for trigger in triggers if trigger is not None]
     return context.flows, valid, channels or {}
 
@@ -359,6 +363,11 @@ def _trigger(raw: object, loc: Loc, context: _Context) -> TriggerSpec | None:
     fields = _merged_fields(trigger, loc, context.defaults, problems)
     fields.update(_trigger_calendars(trigger, loc, context))
     fields["pool"] = _trigger_pool(trigger, loc, context)
+    if trigger.requires is not None:
+        required = trigger.requires
+        fields["requires"] = Requirement(
+            trigger=required.trigger, outcome=required.outcome, since=required.since
+        )
     zone, start_at, end_at = fields["timezone"], fields["start_at"], fields["end_at"]
     schedule = _schedule(raw, trigger, loc, zone, problems)
     bounds_ok = start_at is None or end_at is None or end_at > start_at
@@ -430,7 +439,15 @@ def _schedule(
 ) -> Schedule | None:
     kinds = [kind for kind in SCHEDULE_KINDS if kind in raw]
     if not kinds:
-        problems.add(loc, "no schedule: give one of cron, every, calendar, at", at="key")
+        message = (
+            "no schedule: give one of cron, every, calendar, at (or after: for a dependent trigger)"
+        )
+        problems.add(loc, message, at="key")
+        return None
+    if len(kinds) > 1 and "after" in kinds:
+        others = ", ".join(kind for kind in kinds if kind != "after")
+        message = f"after replaces a schedule: give either {others} or after, not both"
+        problems.add((*loc, "after"), message, at="key")
         return None
     if len(kinds) > 1:
         message = f"several schedules ({', '.join(kinds)}): give exactly one"
@@ -448,6 +465,8 @@ def _schedule(
         return CalendarSchedule(**calendar.model_dump(exclude={"start"}), start=start)
     if trigger.at is not None:
         return AtSchedule(at=_utc(trigger.at, zone))
+    if trigger.after is not None:
+        return AfterSchedule(upstream=trigger.after.trigger, outcome=trigger.after.outcome)
     return None  # the schedule's value was invalid and is reported already
 
 

@@ -14,6 +14,7 @@ new declaration; a second mismatch waits for the next tick.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import assert_never
@@ -156,6 +157,7 @@ class Dispatcher:
                     )
                     for at in plan.dispatch
                 ]
+        requests = self._requirements(requests)
         stale = self.record_ranges(ranges, report) if ranges else set()
         if stale:
             requests = [r for r in requests if r.trigger_id not in stale]
@@ -166,6 +168,29 @@ class Dispatcher:
             self._reschedule_after_dispatch(entry, plans.get(entry.trigger.spec.id), stale)
         if stale:
             self._refresh(stale, report, decide=not refreshed)
+
+    def _requirements(self, requests: list[ClaimRequest]) -> list[ClaimRequest]:
+        """Name the unmet `requires:` of each request whose trigger has one, from each
+        trigger's latest settlements (one read, only when such a trigger is due)."""
+        entries = self._timetable.entries
+        requiring = {
+            r.trigger_id
+            for r in requests
+            if (entry := entries.get(r.trigger_id)) is not None
+            and entry.trigger.spec.requires is not None
+        }
+        if not requiring:
+            return requests
+        last = self._store.last_settled()
+        found: list[ClaimRequest] = []
+        for request in requests:
+            entry = entries.get(request.trigger_id)
+            requirement = None if entry is None else entry.trigger.spec.requires
+            if requirement is not None and not requirement.met(last, request.occurrence_at):
+                found.append(dataclasses.replace(request, unmet=requirement.describe()))
+            else:
+                found.append(request)
+        return found
 
     def _plan(self, entry: Entry) -> DuePlan:
         if entry.schedule is None:

@@ -439,9 +439,13 @@ class Scheduler:
 
     def _on_settled(self, trigger_ids: set[str]) -> None:
         """Monitor thread: runs stopped; buffered occurrences may launch now (of the
-        trigger, or of any member of its pool, whose slot came free)."""
+        trigger, or of any member of its pool, whose slot came free), and the dependents
+        of these triggers have occurrences to launch."""
         for listener in self._settle_listeners:
             listener()
+        if self._timetable.followed(trigger_ids):
+            self.pending.want()
+            return
         for trigger_id in trigger_ids:
             entry = self._timetable.entries.get(trigger_id)
             if (

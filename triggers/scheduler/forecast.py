@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
-from triggers.model import TriggerSpec
+from triggers.model import AfterSchedule, TriggerSpec
 from triggers.scheduler.calendars import compile_calendars
 from triggers.scheduler.occurrences import CompiledSchedule, DstShift, dst_shift, jitter_delay
 
@@ -37,6 +37,9 @@ class Stop(enum.StrEnum):
     """Launched `max_runs` times."""
     ENDED = "ended"
     """Its schedule has no occurrence left: past `end`, or an `at` that has passed."""
+    UPSTREAM = "upstream"
+    """A dependent trigger (`after:`): it fires on its upstream's settled runs, at no
+    instant of its own."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -130,7 +133,8 @@ def forecast(
         )
         at = schedule.next_after(at)
     if at is None:
-        return Forecast(fires=fires, stop=Stop.ENDED, runs_left=runs_left)
+        ended = Stop.UPSTREAM if isinstance(spec.schedule, AfterSchedule) else Stop.ENDED
+        return Forecast(fires=fires, stop=ended, runs_left=runs_left)
     if runs_left is not None and launches >= runs_left:
         return Forecast(fires=fires, stop=Stop.MAX_RUNS, runs_left=runs_left)
     return Forecast(fires=fires, stop=None, runs_left=runs_left)

@@ -22,6 +22,7 @@ from zoneinfo import ZoneInfo
 from triggers.clock import from_ms, iso, to_ms
 from triggers.errors import ScheduleError
 from triggers.model import (
+    AfterSchedule,
     AtSchedule,
     CalendarSchedule,
     Catchup,
@@ -136,7 +137,8 @@ def compile_schedule(
     (k >= 0), anchored at the Unix epoch by default. `calendar`: a wall time on
     dates counted from `start` (default `CALENDAR_ANCHOR`), with `day` replacing the
     anchor's day of month; `months: 1, day: 31` fires on the last day of shorter
-    months. `at`: one instant. Naive `start`/`at` values are wall times in
+    months. `at`: one instant. `after`: no instants (a dependent trigger's
+    occurrences come from its upstream's settled runs). Naive `start`/`at` values are wall times in
     `timezone`. Occurrences are whole milliseconds.
 
     Raises:
@@ -172,6 +174,16 @@ def compile_schedule(
             return AtOccurrences(
                 exact, start_at=start_at, end_at=end_at, wall=wall, offsets=offsets
             )
+        case AfterSchedule():
+            return _NoInstants()
+
+
+class _NoInstants:
+    """A dependent trigger's schedule: its occurrences are its upstream's runs, never
+    instants of a clock, so it owes nothing at any time."""
+
+    def next_after(self, after: datetime) -> datetime | None:
+        return None
 
 
 def dst_shift(schedule: CompiledSchedule, at: datetime) -> DstShift | None:

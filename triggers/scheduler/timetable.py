@@ -14,7 +14,7 @@ from datetime import datetime
 import structlog
 
 from triggers.errors import ScheduleError
-from triggers.model import Trigger
+from triggers.model import Trigger, upstream_of
 from triggers.scheduler.calendars import TriggerCalendars, compile_calendars
 from triggers.scheduler.forecast import fire_time, stop_reason
 from triggers.scheduler.occurrences import CompiledSchedule, compile_schedule
@@ -51,6 +51,12 @@ class Timetable:
         # Entries taken off the heap as due and not rescheduled since: a tick that
         # fails part-way puts them back (`put_back`), or they would wait for a change.
         self._taken: dict[str, Entry] = {}
+        # The upstream of each dependent trigger (`after:`), by the dependent's id.
+        self._upstreams: dict[str, str] = {}
+
+    def followed(self, trigger_ids: set[str]) -> bool:
+        """Whether a dependent trigger follows the runs of one of `trigger_ids`."""
+        return not trigger_ids.isdisjoint(self._upstreams.values())
 
     def sync(self, trigger: Trigger) -> Entry:
         """Take a stored trigger in, recompiling its schedule when its revision changed.
@@ -61,6 +67,11 @@ class Timetable:
             self._quiet.discard(trigger.id)
         else:
             self._quiet.add(trigger.id)
+        upstream = upstream_of(trigger.spec)
+        if upstream is None:
+            self._upstreams.pop(trigger.id, None)
+        else:
+            self._upstreams[trigger.id] = upstream
         entry = self.entries.get(trigger.id)
         if entry is not None and entry.trigger == trigger:
             return entry  # nothing changed: its due time stands
@@ -84,6 +95,7 @@ class Timetable:
         """Forget a trigger (gone from the store, or unreadable)."""
         self.entries.pop(trigger_id, None)
         self._quiet.discard(trigger_id)
+        self._upstreams.pop(trigger_id, None)
 
     def quiet_entries(self) -> list[Entry]:
         """The entries of triggers last seen paused or disabled (a superset of those that

@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from triggers.clock import to_ms
-from triggers.model import TriggerSpec
+from triggers.model import TriggerSpec, upstream_of
 from triggers.store._sql_common import executemany
 from triggers.store.protocol import ApplyResult
 from triggers.store.schema import trigger_revisions, triggers
@@ -22,6 +22,7 @@ _NEW_COLUMNS = (
     "declaration",
     "enabled",
     "pool",
+    "upstream",
     "watermark_at",
     "created_at",
     "updated_at",
@@ -61,6 +62,7 @@ class ApplyPlan:
                     "declaration": declaration,
                     "enabled": spec.enabled,
                     "pool": None if spec.pool is None else spec.pool.name,
+                    "upstream": upstream_of(spec),
                     "watermark_at": now,
                     "created_at": now,
                     "updated_at": now,
@@ -83,6 +85,7 @@ class ApplyPlan:
                 "declaration": declaration,
                 "enabled": spec.enabled,
                 "pool": None if spec.pool is None else spec.pool.name,
+                "upstream": upstream_of(spec),
                 "revision": revision,
                 # A revived trigger owes nothing for the time it was retired.
                 "watermark_at": max(row.watermark_at, now) if row.retired else row.watermark_at,

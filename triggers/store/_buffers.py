@@ -14,6 +14,10 @@ from datetime import datetime
 from triggers.model import Action, Outcome, Overlap, Reason, Trigger
 from triggers.store._decide import Decision, blocked, capacity
 
+OWN_KINDS = frozenset({"scheduled", "after"})
+"""The ledger kinds of a trigger's own occurrences (its schedule's, or its upstream's
+runs'), as opposed to an operator's (manual fires, backfills)."""
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Waiting:

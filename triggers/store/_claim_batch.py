@@ -446,6 +446,8 @@ def _detail(trigger: StoredTrigger, request: ClaimRequest, reason: Reason | None
     """What a new row's reason names: the calendar and the day, or the pool."""
     if reason is Reason.CALENDAR:
         return request.excluded_by
+    if reason is Reason.REQUIREMENT:
+        return request.unmet
     if reason is Reason.POOL_FULL and trigger.spec.pool is not None:
         return trigger.spec.pool.name
     return None

@@ -146,6 +146,7 @@ def may_supersede(
         or (request.trigger_id, request.occurrence_at, request.manual_key) in existing
         or (request.trigger_id, request.occurrence_at) in covered
         or excluded(request)
+        or unmet(request)
         or (request.kind == "backfill" and request.occurrence_at > trigger.watermark_at)
         or (
             request.kind == "scheduled"
@@ -201,12 +202,18 @@ _SKIP_OVERLAP = Decision(Action.SKIP, Reason.OVERLAP)
 _BUFFER_OVERLAP = Decision(Action.BUFFER, Reason.OVERLAP)
 _SKIP_CALENDAR = Decision(Action.SKIP, Reason.CALENDAR)
 _SKIP_POOL_FULL = Decision(Action.SKIP, Reason.POOL_FULL)
+_SKIP_REQUIREMENT = Decision(Action.SKIP, Reason.REQUIREMENT)
 
 
 def excluded(request: ClaimRequest) -> bool:
     """A calendar of the trigger leaves the occurrence out. An operator's manual fire
     is never excluded: someone asked for it now."""
     return request.excluded_by is not None and request.kind != "manual"
+
+
+def unmet(request: ClaimRequest) -> bool:
+    """The trigger's `requires:` is not met for this scheduled occurrence."""
+    return request.unmet is not None and request.kind == "scheduled"
 
 
 def capacity(overlap: Overlap, max_active: int) -> int:
@@ -300,6 +307,9 @@ def _decide(
         # Before the overlap policy: an excluded day takes no run slot, no buffer
         # place, and is not superseded by a newer occurrence (it never would have run).
         return _SKIP_CALENDAR
+    if unmet(request):
+        # As a calendar: an occurrence whose requirement is unmet never would have run.
+        return _SKIP_REQUIREMENT
     overlap = request.overlap or spec.overlap
     if replaced:
         return Decision(Action.SUPERSEDED, Reason.OVERLAP)

@@ -18,8 +18,16 @@ from triggers.errors import (
     UnknownTriggerError,
     WatermarkMovedError,
 )
-from triggers.model import Action, FireRecord, Outcome, Reason, Trigger, idempotency_key
-from triggers.store._buffers import Active, Waiting, resolve_buffer
+from triggers.model import (
+    Action,
+    FireRecord,
+    Outcome,
+    Reason,
+    Trigger,
+    idempotency_key,
+)
+from triggers.store._buffers import OWN_KINDS, Active, Waiting, resolve_buffer
+from triggers.store._dependents import SettledRun, dependent_rows
 from triggers.store._fire_row import FireRow, cut, new_reservation
 from triggers.store._memory_pools import pool_use
 from triggers.store._memory_rows import Tables, ordered
@@ -212,7 +220,7 @@ def _resolve_one(
     )
     active = [Active(occurrence_at=row.occurrence_at, run_id=row.run_id) for row in active_rows]
     waiting = [
-        Waiting(occurrence_at=row.occurrence_at, operator=row.kind != "scheduled")
+        Waiting(occurrence_at=row.occurrence_at, operator=row.kind not in OWN_KINDS)
         for row in waiting_rows
     ]
     plan = resolve_buffer(trigger, waiting, active=active, pool_room=pool_room)
@@ -288,6 +296,7 @@ def record_settlements(
     deltas: dict[str, int] = {}
     pauses: dict[str, str] = {}
     results: list[FireRecord | None] = []
+    followed: list[SettledRun] = []
     for settlement in settlements:
         row: FireRow | None = by_run.pop(settlement.run_id, None)
         if row is None or (
@@ -301,11 +310,24 @@ def record_settlements(
         tables.settled(now)
         if was is Outcome.LAUNCHED:
             deltas[row.trigger_id] = deltas.get(row.trigger_id, 0) - 1
+            run = SettledRun(
+                trigger_id=row.trigger_id, run_id=settlement.run_id, outcome=settlement.state
+            )
+            followed.append(run)
         trigger = tables.triggers.get(row.trigger_id)
         if settlement.state == "failed" and trigger is not None and trigger.spec.pause_on_failure:
             pauses.setdefault(row.trigger_id, settlement.error or f"run {settlement.run_id} failed")
         results.append(row.record())
     tables.adjust_active(deltas, now)
+    if followed:
+        upstreams = {run.trigger_id for run in followed}
+        dependents = [
+            tables.triggers[dependent].snapshot()
+            for dependent, upstream in tables.upstreams.items()
+            if upstream in upstreams and dependent in tables.triggers
+        ]
+        for new in dependent_rows(followed, dependents, now):
+            tables.insert(new)
     for trigger_id, note in sorted(pauses.items()):
         trigger = tables.triggers[trigger_id]
         trigger.paused, trigger.pause_note, trigger.paused_at = True, note, now

@@ -80,6 +80,9 @@ class Tables:
     revisions: dict[tuple[str, int], TriggerSpec] = field(default_factory=dict)
     next_id: int = 1
     settled_floor: datetime | None = None
+    upstreams: dict[str, str] = field(default_factory=dict)
+    """The upstream of each dependent trigger (`after:`), by the dependent's id: a
+    settlement finds its dependents without reading every trigger."""
     """No row settled before this instant (a bound that lets an idle prune cost nothing)."""
 
     def check_insertable(self, rows: Iterable[FireRow]) -> None:
@@ -195,6 +198,7 @@ class Tables:
             revisions=copy.copy(self.revisions),
             next_id=self.next_id,
             settled_floor=self.settled_floor,
+            upstreams=dict(self.upstreams),
         )
 
 

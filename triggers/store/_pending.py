@@ -16,7 +16,7 @@ from sqlalchemy.engine import Connection
 
 from triggers.errors import StoreError
 from triggers.model import Action, Outcome, Reason, Trigger, idempotency_key
-from triggers.store._buffers import Active, BufferPlan, Waiting, resolve_buffer
+from triggers.store._buffers import OWN_KINDS, Active, BufferPlan, Waiting, resolve_buffer
 from triggers.store._fire_row import new_reservation
 from triggers.store._sql_common import chunks
 from triggers.store._sql_pools import lock_pools, pool_use
@@ -206,7 +206,7 @@ def _resolve_one(
         )
     ]
     waiting = [
-        Waiting(occurrence_at=row["occurrence_at"], operator=row["kind"] != "scheduled")
+        Waiting(occurrence_at=row["occurrence_at"], operator=row["kind"] not in OWN_KINDS)
         for row in waiting_rows
     ]
     plan = resolve_buffer(trigger, waiting, active=active, pool_room=pool_room)

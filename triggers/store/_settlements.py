@@ -18,12 +18,15 @@ from triggers.clock import to_ms
 from triggers.model import FireRecord, Outcome, Trigger
 from triggers.store import _codec
 from triggers.store._alerts import alert_settlements
+from triggers.store._dependents import SettledRun, dependent_rows
+from triggers.store._sql_claim_rows import SqlClaimRows
 from triggers.store._sql_common import (
     adjust_active,
     chunks,
     executemany,
     lock_trigger_rows,
     lock_triggers,
+    read_dependents,
 )
 from triggers.store.protocol import RunChange, Settlement
 from triggers.store.schema import fires, triggers
@@ -78,6 +81,7 @@ def _settle(
     updates: list[dict[str, Any]] = []
     results: list[FireRecord | None] = []
     alerted: list[tuple[Mapping[Any, Any], Settlement]] = []
+    followed: list[SettledRun] = []
     settled_at = to_ms(now)
     for settlement in settlements:
         row = by_run.pop(settlement.run_id, None)
@@ -96,6 +100,10 @@ def _settle(
         if was == Outcome.LAUNCHED.value:
             deltas[row["trigger_id"]] = deltas.get(row["trigger_id"], 0) - 1
             alerted.append((row, settlement))
+            run = SettledRun(
+                trigger_id=row["trigger_id"], run_id=settlement.run_id, outcome=settlement.state
+            )
+            followed.append(run)
         trigger = stored.get(row["trigger_id"])
         if (
             settlement.state == "failed"
@@ -116,6 +124,7 @@ def _settle(
     executemany(conn, _SETTLE, updates)
     adjust_active(conn, deltas, now)
     alert_settlements(conn, alerted, stored, now)
+    _follow(conn, followed, now)
     for trigger_id, note in sorted(pauses.items()):
         conn.execute(
             triggers.update()
@@ -123,6 +132,17 @@ def _settle(
             .values(paused=True, pause_note=note, paused_at=now, updated_at=now)
         )
     return results
+
+
+def _follow(conn: Connection, settled: Sequence[SettledRun], now: datetime) -> None:
+    """Give the dependents of the settled runs' triggers their occurrences, in the
+    settlements' transaction (see `_dependents`). The dependents' rows are not locked:
+    a ledger row is only inserted, and the pending pass counts buffers from the ledger."""
+    if not settled:
+        return
+    dependents = read_dependents(conn, sorted({run.trigger_id for run in settled}))
+    if dependents:
+        SqlClaimRows(conn).insert(dependent_rows(settled, dependents, now))
 
 
 _SETTLE = (

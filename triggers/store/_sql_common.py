@@ -70,6 +70,22 @@ def lock_triggers(conn: Connection, ids: Sequence[str]) -> dict[str, Trigger | S
     return found
 
 
+_DEPENDENTS = (
+    sa.select(*_STATE_COLUMNS)
+    .where(triggers.c.upstream.in_(_IDS), triggers.c.retired.is_(False))
+    .order_by(triggers.c.id)
+)
+
+
+def read_dependents(conn: Connection, upstreams: Sequence[str]) -> list[Trigger]:
+    """The live triggers whose `after:` names one of `upstreams` (read, not locked)."""
+    found: list[Trigger] = []
+    for part in chunks(sorted(upstreams)):
+        stored = read_triggers(conn, _DEPENDENTS, {"b_ids": list(part)})
+        found.extend(t for t in stored.values() if isinstance(t, Trigger))
+    return found
+
+
 def lock_trigger_rows(conn: Connection, ids: Sequence[str]) -> dict[str, str | None]:
     """Lock the rows of `ids` (in id order), decoding nothing; their `blocked_by`, by id."""
     found: dict[str, str | None] = {}

@@ -17,7 +17,8 @@ from typing import Literal, Protocol
 from triggers.errors import StoreError, TriggersError
 from triggers.model import Action, FireRecord, Outcome, Overlap, Reason, Trigger, TriggerSpec
 
-FireKind = Literal["scheduled", "manual", "backfill"]
+FireKind = Literal["scheduled", "manual", "backfill", "after"]
+"""`after`: a dependent trigger's occurrence, recorded with its upstream run's settlement."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -34,6 +35,10 @@ class ClaimRequest:
     """The calendar that leaves this occurrence out, with the day's name (`de-by
     (Allerheiligen)`), as the scheduler found it in the trigger at `expected_revision`:
     the claim records it `skipped` with reason `calendar`."""
+    unmet: str | None = None
+    """The trigger's `requires:` that this scheduled occurrence does not meet
+    (`import completed within 6h`), as the scheduler found it: the claim records it
+    `skipped` with reason `requirement`, the requirement in `reason_detail`."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

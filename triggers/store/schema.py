@@ -70,6 +70,9 @@ triggers = sa.Table(
     # The pool its runs take slots of (its declaration's `pool`): a claim counts the
     # pool's active runs by joining the ledger to its members.
     sa.Column("pool", sa.String(128), nullable=True),
+    # The trigger whose settled runs it follows (its declaration's `after.trigger`): a
+    # settlement finds the dependents of its run's trigger by it.
+    sa.Column("upstream", sa.String(128), nullable=True),
     sa.Column("created_at", UtcDateTime, nullable=False),
     sa.Column("updated_at", UtcDateTime, nullable=False),
     # The daemon's poll reads the rows written since its last one, and those with a
@@ -79,6 +82,7 @@ triggers = sa.Table(
     # command on SQLite.)
     sa.Index("ix_triggers_buffered_count", "buffered_count"),
     sa.Index("ix_triggers_pool", "pool"),
+    sa.Index("ix_triggers_upstream", "upstream"),
 )
 
 fires = sa.Table(

@@ -136,7 +136,8 @@ def _place(lane: Lane, row: Mapping[str, Any], *, index: int, timeline: Timeline
     last = parse_instant(row.get("last_occurrence"), what=f"{where} last_occurrence")
     launched = parse_instant(row.get("launched_at"), what=f"{where} launched_at")
     settled = parse_instant(row.get("settled_at"), what=f"{where} settled_at")
-    manual = bool(row.get("manual_key"))
+    # A dependent trigger's occurrence has a key too (its upstream run): not an operator's.
+    manual = bool(row.get("manual_key")) and not row.get("upstream_run_id")
     since, until = timeline.since, timeline.until
     if manual and since <= occurrence <= until:
         lane.manual.append(occurrence)

@@ -16,7 +16,7 @@ from triggers.api._context import ApiServices
 from triggers.clock import iso
 from triggers.documents import daemon_json, fire_json
 from triggers.inspection import daemon_views
-from triggers.model import Outcome
+from triggers.model import AFTER_KEY_PREFIX, Outcome
 from triggers.store.protocol import HistoryQuery
 from triggers.waits import DECISIONS
 
@@ -132,7 +132,8 @@ def running(ctx: ApiServices) -> list[dict[str, Any]]:
             "trigger_id": run.trigger_id,
             "occurrence": iso(run.occurrence_at),
             "run_id": run.run_id,
-            "manual": bool(run.manual_key),
+            # A dependent trigger's occurrence is keyed by its upstream run, not an operator.
+            "manual": bool(run.manual_key) and not run.manual_key.startswith(AFTER_KEY_PREFIX),
         }
         for run in active[:SHOWN]
     ]

@@ -1,0 +1,69 @@
+"""The `after:` of dependent triggers: each names a declared trigger, and none forms a cycle.
+
+Checked over the raw items of `triggers:` (a trigger invalid for another reason still
+counts as declared), with the file position of each problem.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from triggers.declarations._messages import suggestion
+from triggers.declarations._needs import find_cycle
+from triggers.declarations._problems import Problems
+from triggers.declarations._yaml import Loc
+
+
+def check_dependencies(raw_triggers: Sequence[object], problems: Problems) -> None:
+    """Report an `after.trigger` that names no trigger of the file, or the trigger
+    itself, and a cycle of dependencies (`a` after `b` after `a`), at its `after` line."""
+    ids = [
+        raw["id"]
+        for raw in raw_triggers
+        if isinstance(raw, dict) and isinstance(raw.get("id"), str)
+    ]
+    edges: dict[str, list[str]] = {}
+    places: dict[str, Loc] = {}
+    for index, raw in enumerate(raw_triggers):
+        if not isinstance(raw, dict):
+            continue
+        after, own = raw.get("after"), raw.get("id")
+        if not isinstance(after, dict) or not isinstance(after.get("trigger"), str):
+            continue  # no dependency, or a malformed one reported by the model
+        upstream: str = after["trigger"]
+        where: Loc = ("triggers", index, "after", "trigger")
+        if upstream == own:
+            problems.add(where, f"trigger '{own}' cannot run after itself")
+        elif upstream not in ids:
+            others = [other for other in ids if other != own]
+            hint = suggestion(upstream, others) or (
+                f" (declared: {', '.join(others)})" if others else ""
+            )
+            problems.add(where, f"unknown upstream trigger '{upstream}'{hint}")
+        elif isinstance(own, str):
+            edges.setdefault(own, []).append(upstream)
+            places.setdefault(own, where)
+    for index, raw in enumerate(raw_triggers):
+        if not isinstance(raw, dict):
+            continue
+        requires = raw.get("requires")
+        if isinstance(requires, dict) and isinstance(requires.get("trigger"), str):
+            _check_required(requires["trigger"], raw.get("id"), ids, index, problems)
+    cycle = find_cycle(edges)
+    if cycle:
+        message = f"the dependencies form a cycle: {' after '.join(cycle)}"
+        problems.add(places[cycle[0]], message)
+
+
+def _check_required(
+    required: str, own: object, ids: Sequence[str], index: int, problems: Problems
+) -> None:
+    where: Loc = ("triggers", index, "requires", "trigger")
+    if required == own:
+        problems.add(where, f"trigger '{own}' cannot require itself")
+    elif required not in ids:
+        others = [other for other in ids if other != own]
+        hint = suggestion(required, others) or (
+            f" (declared: {', '.join(others)})" if others else ""
+        )
+        problems.add(where, f"unknown required trigger '{required}'{hint}")
