@@ -50,13 +50,10 @@ faults: install-test faketime
 	$(MAKE) --no-print-directory fault-tier
 
 # Two scenarios at a time (each module is one scenario: mostly waiting on its daemons),
-# then alone the two that cannot share: kill -9's resume-within-a-second bound (beside
-# another storm it measured 1.26 s), and the PostgreSQL restart, which takes the server
-# away from anything beside it.
+# then alone the PostgreSQL restart, which takes the server away from anything beside it.
 fault-tier:
-	$(BIN)/pytest -m faults tests/faults -n 2 --dist loadscope \
-		--ignore tests/faults/test_pg_restart.py --ignore tests/faults/test_kill9.py
-	$(BIN)/pytest -m faults tests/faults/test_kill9.py tests/faults/test_pg_restart.py
+	$(BIN)/pytest -m faults tests/faults -n 2 --dist loadscope --ignore tests/faults/test_pg_restart.py
+	$(BIN)/pytest -m faults tests/faults/test_pg_restart.py
 
 # libfaketime for the clock-jump fault test (Debian/Ubuntu package `faketime`).
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)

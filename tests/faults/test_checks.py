@@ -171,6 +171,21 @@ def test_resume_counts_from_daemon_started_or_the_end_of_the_step_run_through_th
     assert found["runs_never_resumed"] == 0
 
 
+def test_a_step_that_ran_on_through_two_kills_counts_under_the_second() -> None:
+    # r1's step ran from 2.0 to 5.0, through the kill at 3.0 (daemon back at 4.0) and
+    # the kill at 4.5 (daemon back at 6.0): the run settles at 6.1, 0.1 s after the
+    # second restart, not 1.1 s after the end of its step under the first.
+    runs = [run("r1", 1, settled_at=iso(6.1))]
+    executions = [line("r1", "start", 2.0), line("r1", "end", 5.0)]
+    first = Fault(kind="kill9", at=BASE + 3.0, restart_at=BASE + 3.1, ready_at=BASE + 4.0)
+    second = Fault(kind="kill9", at=BASE + 4.5, restart_at=BASE + 4.6, ready_at=BASE + 6.0)
+
+    found = timing.resume(observe([], runs=runs, executions=executions, faults=[first, second]))
+
+    assert [r["resumed_max_s"] for r in found["per_restart"]] == [None, 0.1]
+    assert found["runs_never_resumed"] == 0
+
+
 def test_a_run_parked_by_a_later_host_crash_is_not_a_failed_resume_of_an_earlier_kill() -> None:
     # r1's step started at 2.0 and ran on through the kill at 3.0 (adopted); the host
     # crash at 5.0 killed it with the daemon, so the next daemon parked r1.

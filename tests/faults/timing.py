@@ -66,7 +66,9 @@ def resume(obs: Observations) -> Json:
         if fault.restart_at is None:
             continue
         ready = fault.ready_at or fault.restart_at
-        delays, never_here, parked_here = _interrupted(obs, fault, ready, lines, host_of)
+        delays, never_here, parked_here = _interrupted(
+            obs, fault, ready, lines, host_of, until=_next_fault_at(obs, fault)
+        )
         never |= never_here
         parked |= parked_here - excused
         if delays:
@@ -108,8 +110,14 @@ def _interrupted(
     ready_at: float,
     lines: dict[str, list[ExecLine]],
     host_of: dict[str, Any],
+    *,
+    until: float | None = None,
 ) -> tuple[list[float], set[str], set[str]]:
-    """Resume delays of the runs a fault interrupted; the ids never resumed, and parked."""
+    """Resume delays of the runs a fault interrupted; the ids never resumed, and parked.
+
+    A run whose first progress comes after the next fault of the same daemon (`until`:
+    its step ran on through this restart and the next kill) is that fault's to count.
+    """
     delays: list[float] = []
     never: set[str] = set()
     parked: set[str] = set()
@@ -138,6 +146,8 @@ def _interrupted(
         progress = [line.at for line in own if line.phase == "start" and line.at > fault.at]
         if settled is not None:
             progress.append(settled)
+        if progress and until is not None and min(progress) > until:
+            continue
         if progress:
             delays.append(max(0.0, min(progress) - ready))
         elif run.get("state") == "parked":
@@ -145,6 +155,12 @@ def _interrupted(
         else:
             never.add(run["run_id"])
     return delays, never, parked
+
+
+def _next_fault_at(obs: Observations, fault: Fault) -> float | None:
+    """When the same daemon slot met its next fault, if it did."""
+    later = [f.at for f in obs.faults if f.slot == fault.slot and f.at > fault.at]
+    return min(later) if later else None
 
 
 def _first_launch(obs: Observations, fault: Fault) -> float | None:
