@@ -9,11 +9,14 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+import sqlalchemy as sa
+
+from tests.conftest import create_pg_database, drop_pg_database
 
 T = TypeVar("T")
 
@@ -102,3 +105,48 @@ def log_events(log: Path) -> list[dict[str, Any]]:
 @pytest.fixture
 def cli(tmp_path: Path) -> Cli:
     return Cli(f"sqlite:///{tmp_path / 'triggers.sqlite'}", tmp_path)
+
+
+@pytest.fixture
+def pg_database_url(pg_admin: sa.Engine) -> Iterator[str]:
+    """A PostgreSQL database of this test's own, dropped after it."""
+    url = create_pg_database(pg_admin)
+    yield url
+    drop_pg_database(pg_admin, url)
+
+
+def on_host(cli: Cli, host: str) -> Cli:
+    """The same database and directory, as the daemon of another host."""
+    other = Cli(cli.database_url, cli.workdir)
+    other.env["TRIGGERS_HOST"] = host
+    return other
+
+
+def three_daemons_with_a_kill(
+    database_url: str,
+    workdir: Path,
+    config: Path,
+    reached: Callable[[Cli, int], object],
+    counts: tuple[int, int, int],
+    what: str,
+) -> list[Cli]:
+    """Three daemons (hosts `host-0`..`host-2`) on one database: once `reached(cli, n)`
+    holds for the first count the first is SIGKILLed (its work is taken over), after the
+    second it is started again, after the third all are stopped with SIGTERM, each
+    asserted to exit 0. Returns the three hosts' CLIs."""
+    clis = [on_host(Cli(database_url, workdir), f"host-{n}") for n in range(3)]
+    first, second, third = counts
+    daemons: list[subprocess.Popen[str]] = []
+    try:
+        for n, cli in enumerate(clis):
+            daemons.append(cli.daemon(config, workdir / f"daemon-{n}.log"))
+        wait_for(lambda: reached(clis[0], first), timeout=90, what=f"{first} {what}")
+        daemons[0].kill()
+        daemons[0].wait(timeout=30)
+        wait_for(lambda: reached(clis[1], second), timeout=120, what=f"{second} {what}")
+        daemons[0] = clis[0].daemon(config, workdir / "daemon-0-again.log")
+        wait_for(lambda: reached(clis[2], third), timeout=120, what=f"{third} {what}")
+    finally:
+        codes = [stop(daemon) for daemon in daemons if daemon.poll() is None]
+    assert codes and all(code == 0 for code in codes), codes
+    return clis

@@ -5,18 +5,14 @@ naming it, none lost, none twice."""
 from __future__ import annotations
 
 import json
-import subprocess
 import textwrap
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
 
-from tests.conftest import create_pg_database, drop_pg_database
-from tests.e2e.conftest import Cli, stop, wait_for
+from tests.e2e.conftest import Cli, three_daemons_with_a_kill
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.timeout(300)]
 
@@ -33,19 +29,6 @@ CONFIG = textwrap.dedent(
         overlap: buffer_all
     """
 )
-
-
-@pytest.fixture
-def database_url(pg_admin: sa.Engine) -> Iterator[str]:
-    url = create_pg_database(pg_admin)
-    yield url
-    drop_pg_database(pg_admin, url)
-
-
-def _on_host(cli: Cli, host: str) -> Cli:
-    other = Cli(cli.database_url, cli.workdir)
-    other.env["TRIGGERS_HOST"] = host
-    return other
 
 
 def _history(cli: Cli) -> list[dict[str, Any]] | None:
@@ -65,24 +48,13 @@ def _reports(cli: Cli, minimum: int) -> list[dict[str, Any]] | None:
 
 
 def test_three_daemons_with_a_kill_fire_the_dependent_once_per_upstream_run(
-    database_url: str, tmp_path: Path
+    pg_database_url: str, tmp_path: Path
 ) -> None:
     config = tmp_path / "triggers.yaml"
     config.write_text(CONFIG)
-    clis = [_on_host(Cli(database_url, tmp_path), f"host-{n}") for n in range(3)]
-    daemons: list[subprocess.Popen[str]] = []
-    try:
-        for n, cli in enumerate(clis):
-            daemons.append(cli.daemon(config, tmp_path / f"daemon-{n}.log"))
-        wait_for(lambda: _reports(clis[0], 3), timeout=90, what="three reports")
-        daemons[0].kill()  # SIGKILL: its launches and runs are taken over
-        daemons[0].wait(timeout=30)
-        wait_for(lambda: _reports(clis[1], 8), timeout=120, what="eight reports")
-        daemons[0] = clis[0].daemon(config, tmp_path / "daemon-0-again.log")
-        wait_for(lambda: _reports(clis[2], 12), timeout=120, what="twelve reports")
-    finally:
-        codes = [stop(daemon) for daemon in daemons if daemon.poll() is None]
-    assert codes and all(code == 0 for code in codes), codes
+    clis = three_daemons_with_a_kill(
+        pg_database_url, tmp_path, config, _reports, (3, 8, 12), "reports"
+    )
     rows = _history(clis[0])
     assert rows is not None
     imports = [r for r in rows if r["trigger_id"] == "import"]
