@@ -225,30 +225,19 @@ class Daemon:
             scheduler = self._scheduler(backend)
             self._scheduler_ref = scheduler
             self._watch(backend, scheduler)
-            probes = self._probes(backend)
-            if listeners.metrics is not None:
-                listeners.metrics.start(probes)
-            if listeners.api is not None:
-                listeners.api.start(self._api_services(backend, scheduler, probes))
-                self._api = listeners.api
-            worker = threading.Thread(target=scheduler.run, name="scheduler")
-            worker.start()
+            # The first tick claims what came due while no daemon ran before anything
+            # slow starts beside it (the web framework's import, the sender): a late
+            # start must not turn a short job's next occurrence into an overlap.
             alerts = self._sender(backend)
             scheduler.on_settlements(alerts.wake)
-            sender = threading.Thread(
-                target=alerts.run, args=(self._stop,), name="alerts", daemon=True
-            )
-            sender.start()
-            if settings.heartbeat_url:
-                pinger = HeartbeatPinger(
-                    settings.heartbeat_url,
-                    interval=settings.heartbeat_url_interval,
-                    clock=self._clock,
-                    healthy=lambda: scheduler.progress.stalled_for() < _STALL_LIMIT_S,
-                )
-                threading.Thread(
-                    target=pinger.run, args=(self._stop,), name="heartbeat-url", daemon=True
-                ).start()
+            worker = threading.Thread(target=scheduler.run, name="scheduler")
+            worker.start()
+            try:
+                self._start_beside(backend, scheduler, listeners, alerts)
+            except BaseException:
+                scheduler.stop()
+                worker.join()
+                raise
             log.info(
                 "daemon_started",
                 owner=self._owner,
@@ -271,6 +260,29 @@ class Daemon:
             self._notifier.close()
         log.info("daemon_stopped", owner=self._owner)
         return 0
+
+    def _start_beside(
+        self, backend: Backend, scheduler: Scheduler, listeners: Listeners, alerts: AlertSender
+    ) -> None:
+        """What runs beside the scheduler: the probes, the API, the sender, the pinger."""
+        settings = self._settings
+        probes = self._probes(backend)
+        if listeners.metrics is not None:
+            listeners.metrics.start(probes)
+        if listeners.api is not None:
+            listeners.api.start(self._api_services(backend, scheduler, probes))
+            self._api = listeners.api
+        threading.Thread(target=alerts.run, args=(self._stop,), name="alerts", daemon=True).start()
+        if settings.heartbeat_url:
+            pinger = HeartbeatPinger(
+                settings.heartbeat_url,
+                interval=settings.heartbeat_url_interval,
+                clock=self._clock,
+                healthy=lambda: scheduler.progress.stalled_for() < _STALL_LIMIT_S,
+            )
+            threading.Thread(
+                target=pinger.run, args=(self._stop,), name="heartbeat-url", daemon=True
+            ).start()
 
     def stop(self) -> None:
         """Ask `run` to stop as SIGTERM does (any thread, signal handlers included)."""
@@ -497,7 +509,7 @@ class Daemon:
         if self._settings.api_address is None:
             return None
         # The web framework loads only in a daemon that serves the API.
-        from triggers.api import ApiServer  # noqa: PLC0415
+        from triggers.api._server import ApiServer  # noqa: PLC0415
 
         return ApiServer.bound(self._settings)
 

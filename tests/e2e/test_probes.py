@@ -177,6 +177,7 @@ def test_healthz_fails_while_the_ticks_stall(cli: Cli, tmp_path: Path) -> None:
     listeners, config = _start(cli, tmp_path)
     gate = tmp_path / "stall"
     cli.env["STALL_FILE"] = str(gate)
+    cli.env["STALL_SKIP_S"] = "28"  # the daemon's clock steps over most of the 30 s
     with (tmp_path / "d.log").open("a") as stderr:
         daemon = subprocess.Popen(
             [
@@ -195,7 +196,7 @@ def test_healthz_fails_while_the_ticks_stall(cli: Cli, tmp_path: Path) -> None:
     try:
         listeners.wait("/healthz", 200)
         gate.touch()  # the next tick blocks
-        # Three poll intervals, at least 30 s, after the last tick.
+        # Three poll intervals, at least 30 s, after the last tick (28 of them skipped).
         for _, document in listeners.wait("/healthz", 503, timeout=90):
             assert document["failing"] == ["ticks"]
             assert document["tick_age_s"] > document["limit_s"] == 30.0

@@ -4,6 +4,7 @@ measures the time; this checks the imports, which do not depend on the machine).
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -151,6 +152,33 @@ def test_the_daemon_loads_the_web_framework_only_to_serve_the_api() -> None:
     modules = set(json.loads(done.stdout))
     assert "triggers.daemon" in modules
     assert not {"fastapi", "starlette", "uvicorn", "triggers.api"} & modules
+
+
+def test_the_daemon_binds_the_api_before_the_web_framework_loads(tmp_path: Path) -> None:
+    # Binding happens before the database opens, the framework's import (a third of a
+    # second, seconds under load) after the scheduler has started its first tick.
+    probe = (
+        "import json, sys\n"
+        "from triggers.daemon import Daemon\n"
+        "from triggers.settings import Settings\n"
+        "settings = Settings(api_address='127.0.0.1:0', database_url='sqlite://')\n"
+        "listeners = Daemon(settings)._bind()\n"
+        "print(json.dumps([listeners.api is not None, sorted(sys.modules)]))\n"
+        "listeners.stop()\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRIGGERS_")}
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+        cwd=tmp_path,
+        env={**env, "TRIGGERS_ENV_FILE": ""},
+    )
+    bound, modules = json.loads(done.stdout.splitlines()[0])
+    assert bound
+    assert not {"fastapi", "starlette", "uvicorn", "triggers.api._app"} & set(modules)
 
 
 def test_only_a_picture_file_loads_the_plotting_library(cli: Cli, tmp_path: Path) -> None:

@@ -1,7 +1,8 @@
 """The API's server: uvicorn on a socket bound at start, in a thread of the daemon.
 
-The socket is bound before anything is served, so an address in use stops the
-daemon at start with a configuration error (exit 78), as the metrics' does. The
+The socket is bound before anything is served, so an address in use stops the daemon
+at start with a configuration error (exit 78), as the metrics' does; the framework
+loads only when serving starts, after the scheduler's first tick has begun. The
 server stops before the runtime closes: no request meets a closed runtime.
 """
 
@@ -9,15 +10,18 @@ from __future__ import annotations
 
 import socket
 import threading
+from typing import TYPE_CHECKING
 
 import structlog
-import uvicorn
 
 from triggers.api._access import ApiConfig, api_config
-from triggers.api._app import build_app
-from triggers.api._context import ApiServices
 from triggers.errors import ConfigError
 from triggers.settings import Settings
+
+if TYPE_CHECKING:
+    import uvicorn
+
+    from triggers.api._context import ApiServices
 
 log = structlog.get_logger()
 _MAX_CONNECTIONS = 64
@@ -85,6 +89,12 @@ class ApiServer:
 
     def start(self, services: ApiServices) -> None:
         """Serve on the bound socket, in a thread of its own."""
+        # The web framework loads here, not with the socket: a daemon binds at start,
+        # then claims what is due, then pays for the import.
+        import uvicorn  # noqa: PLC0415
+
+        from triggers.api._app import build_app  # noqa: PLC0415
+
         if self._socket is None:
             self.bind()
         assert self._socket is not None  # noqa: S101 (bind sets it or raises)
