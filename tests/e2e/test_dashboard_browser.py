@@ -182,6 +182,10 @@ def test_a_read_only_token_finds_the_failing_trigger_and_reads_its_stderr(
         driver.get(f"{dashboard.url}/runs/{gated}")
         assert "approve" in _by_id(driver, "waiting").text
         assert not _has(driver, "signal-approve") and not _has(driver, "cancel")
+        # The list says what the trigger's active run waits for, as `list` does.
+        driver.get(f"{dashboard.url}/triggers?q=gated")
+        row = _by_id(driver, "trigger-gated").text
+        assert "waiting" in row and "for approve" in row, row
 
 
 def test_a_write_token_resumes_a_run_waiting_for_a_signal(dashboard: Dashboard) -> None:

@@ -23,14 +23,14 @@ from triggers.documents import (
     plain,
     run_json,
     status_json,
-    trigger_json,
+    triggers_json,
 )
 from triggers.errors import StoreError
 from triggers.inspection import describe_trigger, status_report
 from triggers.model import Outcome, Trigger
 from triggers.step_output import attempt_outputs
 from triggers.store.protocol import LISTED_STATES, ListedState, TriggerListQuery
-from triggers.waits import waiting_runs
+from triggers.waits import open_waits, waiting_runs
 
 PAGE = 50
 """Triggers on a page of the list."""
@@ -73,15 +73,21 @@ def trigger_list(ctx: ApiServices, chosen: ListFilter) -> dict[str, Any]:
             active.setdefault(run.trigger_id, run.run_id)
         last = ctx.store.recent_records(ids, limit=1)
         bars = ctx.store.recent_outcomes(ids, limit=SPARK)
-    rows = []
-    for trigger in shown:
-        view = services.trigger_view(
+    views = [
+        services.trigger_view(
             trigger,
             now=now,
             last=last[trigger.id][0] if trigger.id in last else None,
             active_run_id=active.get(trigger.id),
         )
-        rows.append(trigger_json(view) | {"sparkline": spark_json(bars.get(trigger.id, []))})
+        for trigger in shown
+    ]
+    # What each shown trigger's active run waits for, as `list` says it.
+    waits = open_waits(ctx.runs, [active[t.id] for t in shown if t.id in active])
+    rows = [
+        row | {"sparkline": spark_json(bars.get(row["id"], []))}
+        for row in triggers_json(views, waits)
+    ]
     return {"triggers": rows, "next_after": _row_id(listed[-1]) if more else None}
 
 
