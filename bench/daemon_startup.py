@@ -64,8 +64,11 @@ def _start(env: dict[str, str], config: Path) -> tuple[subprocess.Popen[str], fl
     return process, started
 
 
-def _phases(process: subprocess.Popen[str], started: float, *, api: bool) -> dict[str, float]:
-    """Milliseconds from the spawn to each phase's first log line (stops once all seen)."""
+def _phases(
+    process: subprocess.Popen[str], started: float, *, api: bool, until: str | None = None
+) -> dict[str, float]:
+    """Milliseconds from the spawn to each phase's first log line (stops once all are
+    seen, or `until` is)."""
     seen: dict[str, float] = {}
     deadline = time.monotonic() + _DEADLINE_S
     assert process.stderr is not None  # noqa: S101 - piped above
@@ -78,7 +81,7 @@ def _phases(process: subprocess.Popen[str], started: float, *, api: bool) -> dic
         if name in PHASES and name not in seen:
             at = datetime.fromisoformat(event["timestamp"].replace("Z", "+00:00")).timestamp()
             seen[name] = round((at - started) * 1000, 1)
-        wanted = [p for p in PHASES if api or p != "api_started"]
+        wanted = [until] if until else [p for p in PHASES if api or p != "api_started"]
         if all(p in seen for p in wanted) or time.monotonic() > deadline:
             break
     return seen
@@ -136,7 +139,7 @@ def main() -> None:
             env["TRIGGERS_METRICS_ADDRESS"] = f"127.0.0.1:{_free_port()}"
         # The first start applies the declarations and migrates: not a restart.
         process, started = _start(env, config)
-        _phases(process, started, api=not options.no_api)
+        _phases(process, started, api=not options.no_api, until="daemon_started")
         _stop(process)
         for _ in range(options.runs):
             time.sleep(options.down)

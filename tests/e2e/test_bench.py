@@ -1,5 +1,6 @@
 """The benchmarks run and print their figures (bench/scale.py, burst.py, history.py,
-simulate.py, fire_latency.py, runtime_throughput.py).
+simulate.py, fire_latency.py, runtime_throughput.py, command_steps.py, spread.py,
+daemon_startup.py, api_storm.py).
 
 A smoke test with tiny figures, so the scripts keep working as the code changes: the
 figures themselves are machine-dependent and asserted nowhere (docs/benchmarks.md
@@ -132,3 +133,20 @@ def test_spread_reports_each_occurrence_once_and_the_share_within_a_second() -> 
     assert found["exactly_once"] is True
     assert isinstance(found["within_1s"], float)
     assert len(found["rss_mb_per_daemon"]) == 1
+
+
+def test_daemon_startup_reports_each_phase_of_a_restart() -> None:
+    found = bench("daemon_startup.py", "--runs", "1", "--triggers", "2", "--down", "1")
+    phases = found["from_spawn_ms"]
+    for phase in ("declarations_unchanged", "runtime_started", "run_launched", "api_started"):
+        assert phases[phase]["median"] > 0, phase
+    # What came due while no daemon ran is claimed before the web framework is loaded.
+    assert phases["runtime_started"]["median"] <= phases["run_launched"]["median"]
+
+
+def test_api_storm_answers_every_request() -> None:
+    found = bench("api_storm.py", "--requests", "300", "--in-flight", "10", "--idle-share", "0")
+    assert sum(found["answers"].values()) == 300
+    assert found["failures"] == {}
+    assert set(found["answers"]) == {"200"}
+    assert found["daemon_exit_code"] == 0
