@@ -1,5 +1,5 @@
 """The real daemon runs Python flows in worker processes: a flow that spins holding the
-GIL for twenty seconds does not delay another trigger's claims, measured from the ledger.
+GIL for ten seconds does not delay another trigger's claims, measured from the ledger.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from tests.e2e.conftest import Cli, log_events, stop, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 
-SPIN_S = 20
+SPIN_S = 10
 CLAIM_BOUND_S = 0.5
 """Generous: a claim takes milliseconds. In the daemon's own interpreter the flow's
 calls hold the GIL the tick needs for a second each: with `TRIGGERS_WORKER_PROCESSES=0`
@@ -88,7 +88,7 @@ def _ledger(url: str, trigger_id: str) -> list[dict[str, Any]]:
         engine.dispose()
 
 
-def test_a_flow_spinning_for_twenty_seconds_delays_no_other_triggers_claim(
+def test_a_flow_spinning_for_ten_seconds_delays_no_other_triggers_claim(
     cli: Cli, tmp_path: Path
 ) -> None:
     (tmp_path / "spin_flows.py").write_text(FLOWS)
@@ -116,7 +116,7 @@ def test_a_flow_spinning_for_twenty_seconds_delays_no_other_triggers_claim(
 
     rows = _ledger(cli.database_url, "tick")
     during = [row for row in rows if spin_from + 1 <= row["occurrence_at"] / 1000 <= spin_until - 1]
-    assert len(during) >= SPIN_S - 10, "the ticking trigger fired every second meanwhile"
+    assert len(during) >= SPIN_S - 4, "the ticking trigger fired every second meanwhile"
     delays = [(row["claimed_at"] - row["occurrence_at"]) / 1000 for row in during]
     assert max(delays) < CLAIM_BOUND_S, sorted(delays)[-5:]
     assert median(delays) < CLAIM_BOUND_S / 10
