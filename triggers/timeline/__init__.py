@@ -37,7 +37,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from triggers.errors import OutputFileError
-from triggers.timeline._input import Branch, Downtime, DstChange, Timeline
+from triggers.timeline._input import Branch, Downtime, DstChange, LifeMark, Timeline
 from triggers.timeline._lanes import Lane, lanes
 from triggers.timeline._plot import pictures_available, render_png, render_svg
 from triggers.timeline._text import render_text
@@ -50,6 +50,7 @@ __all__ = [
     "Downtime",
     "DstChange",
     "Lane",
+    "LifeMark",
     "Timeline",
     "check_destination",
     "dst_changes",

@@ -1,0 +1,284 @@
+"""What the picture marks over and beside the bars: the waiting and parked stretches of
+runs, the occurrences of runs launched long after them (backfills), manual fires
+counted where they crowd, a trigger's creation, retirement and revival, the arrows
+from an upstream run to the runs it caused, and downtime labels that never overlap.
+
+Ids (see `_plot.py` for the rest): `waiting-{i}`, `parked-{i}`; `late-{i}` (a ring at
+each such occurrence) and `late-links-{i}` (the dotted line to its run); `manual-{i}`
+and `manual-count-{i}-{n}`; `retired-{i}` (the shade of the retired time),
+`life-{i}-{n}` and `life-label-{i}-{n}`; `cause-{n}` (one arrow each, by the
+dependent's start).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+from triggers.timeline._dates import x_of
+from triggers.timeline._input import Downtime, Timeline
+from triggers.timeline._lanes import Cause, Lane, causes, clusters
+from triggers.timeline._legend import Legend, hatched, line, ring
+from triggers.timeline._style import (
+    CAUSE,
+    CREATED,
+    LATE,
+    LOOKS,
+    MANUAL,
+    PARKED,
+    RETIRED,
+    REVIVED,
+    WAITING,
+)
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+
+Span = Callable[[datetime, datetime], tuple[float, float]]
+"""(x, width) of a stretch of time, at least the picture's narrowest bar wide."""
+
+AXES_PT = 700.0
+"""The plot's width in points, at least (a 12-inch figure less the lanes' names)."""
+_CHAR_PT = 5.0
+"""The width of a character of an 8-point label, at most (DejaVu Sans)."""
+_GAP_PT = 6.0
+_MARK_PT = 8.0
+"""Manual fires closer than this (at the plot's width) are one mark, counted."""
+LATE_SHARE = 1 / 150
+"""Of the window: a run launched this long after its occurrence (and a minute at least)
+has its occurrence marked and joined to its bar."""
+_LATE_LEAST = timedelta(minutes=1)
+MAX_ARROWS = 500
+"""Arrows drawn at most (the newest dependents'); more would be a smear."""
+_LIFE_LOOKS = {"created": CREATED, "retired": RETIRED, "revived": REVIVED}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DowntimeLabel:
+    """Where the words of one or more downtimes go (above the plot)."""
+
+    at: datetime
+    align: str
+    """`left` (the words start at `at`) or `right` (they end there)."""
+    words: str
+    count: int
+
+
+def downtime_labels(downs: Sequence[Downtime], timeline: Timeline) -> list[DowntimeLabel]:
+    """One label per downtime, but downtimes whose words would overlap share one
+    ("daemon down" with their count), so two short outages close together stay readable."""
+    groups: list[list[Downtime]] = []
+    placed: list[tuple[float, float, DowntimeLabel]] = []
+    for down in downs:
+        alone = _downtime_label([down], timeline)
+        if placed and alone[0] < placed[-1][1] + _GAP_PT / AXES_PT:
+            groups[-1].append(down)
+            placed[-1] = _downtime_label(groups[-1], timeline)
+        else:
+            groups.append([down])
+            placed.append(alone)
+    return [label for _, _, label in placed]
+
+
+def _downtime_label(
+    group: Sequence[Downtime], timeline: Timeline
+) -> tuple[float, float, DowntimeLabel]:
+    """The label of `group`, and its left and right ends (shares of the window)."""
+    words = "daemon down" + (f" ×{len(group)}" if len(group) > 1 else "")  # noqa: RUF001
+    words += " (ongoing)" if group[-1].ongoing else ""
+    width = len(words) * _CHAR_PT / AXES_PT
+
+    def share(at: datetime) -> float:
+        return (at - timeline.since) / timeline.span
+
+    start = share(group[0].started_at)
+    if start + width <= 1:
+        label = DowntimeLabel(at=group[0].started_at, align="left", words=words, count=len(group))
+        return start, start + width, label
+    # Near the right edge (a downtime going on now) the words end where it ends.
+    end = share(group[-1].ended_at)
+    label = DowntimeLabel(at=group[-1].ended_at, align="right", words=words, count=len(group))
+    return end - width, end, label
+
+
+def draw_holds(
+    axes: Axes, legend: Legend, index: int, lane: Lane, span: Span, *, zorder: float
+) -> None:
+    """Waiting time hollow and dotted over its run's bar (outlined in the run's colour),
+    parked time yellow and crossed: neither reads as a run at work."""
+    bars: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    edges: dict[str, list[str]] = defaultdict(list)
+    for run in lane.runs:
+        for hold in run.holds:
+            bars[hold.kind].append(span(hold.start, hold.end))
+            edges[hold.kind].append(LOOKS[run.outcome].colour)
+    for kind, spans in bars.items():
+        look, pattern = (WAITING, "....") if kind == "waiting" else (PARKED, "xx")
+        axes.broken_barh(
+            spans,
+            (index - 0.2, 0.4),
+            facecolors=look.colour,
+            edgecolors=edges[kind] if kind == "waiting" else "#8C7A00",
+            hatch=pattern,
+            linewidth=0.9,
+            zorder=zorder,
+            gid=f"{kind}-{index}",
+        )
+        edge = LOOKS["launched"].colour if kind == "waiting" else "#8C7A00"
+        legend.add(f"hold-{kind}", hatched(look.colour, edge, pattern, edge=edge), look.words)
+
+
+def draw_late(axes: Axes, legend: Legend, index: int, lane: Lane, timeline: Timeline) -> None:
+    """A run launched long after its occurrence (a backfill, a late catch-up): a ring at
+    the occurrence, joined to the run's bar by a dotted line."""
+    least = max(timeline.span * LATE_SHARE, _LATE_LEAST)
+    late = [
+        run
+        for run in lane.runs
+        if run.lateness >= least and timeline.since <= run.occurrence <= timeline.until
+    ]
+    if not late:
+        return
+    axes.hlines(
+        [index] * len(late),
+        [x_of(run.occurrence) for run in late],
+        [x_of(run.start) for run in late],
+        colors=LATE.colour,
+        linestyles=(0, (1, 2)),
+        linewidth=0.9,
+        zorder=2.5,
+        gid=f"late-links-{index}",
+    )
+    axes.plot(
+        [x_of(run.occurrence) for run in late],
+        [index] * len(late),
+        linestyle="none",
+        marker="D",
+        markersize=5,
+        markerfacecolor="white",
+        markeredgecolor=LATE.colour,
+        markeredgewidth=1.2,
+        zorder=4,
+        gid=f"late-{index}",
+    )
+    handle = ring(LATE.colour)
+    handle.set_marker("D")
+    legend.add("late", handle, LATE.words)
+
+
+def draw_manual(axes: Axes, legend: Legend, index: int, lane: Lane, timeline: Timeline) -> None:
+    """A mark above each manual fire's run; fires that would pile up on one spot are
+    one mark with their count beside it."""
+    if not lane.manual:
+        return
+    groups = clusters(lane.manual, within=timeline.span * (_MARK_PT / AXES_PT))
+    y = index - 0.33
+    axes.plot(
+        [x_of(at) for at, _ in groups],
+        [y] * len(groups),
+        linestyle="none",
+        marker="v",
+        markersize=7,
+        color=MANUAL.colour,
+        markeredgewidth=1.4,
+        zorder=5,
+        gid=f"manual-{index}",
+    )
+    counted = [(at, count) for at, count in groups if count > 1]
+    for number, (at, count) in enumerate(counted):
+        axes.annotate(
+            f"×{count}",  # noqa: RUF001 (the sign)
+            (x_of(at), y),
+            xytext=(5, 0),
+            textcoords="offset points",
+            va="center",
+            fontsize=7.5,
+            fontweight="bold",
+            color=MANUAL.colour,
+            zorder=5,
+            gid=f"manual-count-{index}-{number}",
+        )
+    legend.add("manual", line(MANUAL.colour, marker="v"), MANUAL.words)
+
+
+def draw_life(axes: Axes, legend: Legend, index: int, lane: Lane, span: Span) -> None:
+    """The retired time shaded grey, and a line with its word at each creation,
+    retirement and revival: a retired lane ends with "retired", not in silence."""
+    if lane.retired:
+        axes.broken_barh(
+            [span(start, end) for start, end in lane.retired],
+            (index - 0.46, 0.92),
+            facecolors="#6B6B6B1F",
+            edgecolors="#6B6B6B80",
+            hatch="\\\\\\",
+            linewidth=0,
+            zorder=1.5,
+            gid=f"retired-{index}",
+        )
+        legend.add(
+            "life-retired-span",
+            hatched("#6B6B6B1F", "#6B6B6B80", "\\\\\\"),
+            "retired (not declared)",
+        )
+    for number, mark in enumerate(lane.life):
+        look = _LIFE_LOOKS[mark.event]
+        axes.vlines(
+            x_of(mark.at),
+            index - 0.46,
+            index + 0.46,
+            colors=look.colour,
+            linewidth=2.0,
+            zorder=6,
+            gid=f"life-{index}-{number}",
+        )
+        axes.annotate(
+            mark.event,
+            (x_of(mark.at), index + 0.46),
+            xytext=(-3 if mark.event == "retired" else 3, 2),
+            textcoords="offset points",
+            ha="right" if mark.event == "retired" else "left",
+            va="bottom",
+            fontsize=7.5,
+            fontweight="bold",
+            color=look.colour,
+            zorder=6,
+            gid=f"life-label-{index}-{number}",
+        )
+        legend.add(f"life-{mark.event}", line(look.colour), mark.event)
+
+
+def drawn_causes(found: Sequence[Lane]) -> list[Cause]:
+    """The arrows the picture draws, `cause-{n}` in this order."""
+    return causes(found)[-MAX_ARROWS:]
+
+
+def draw_causes(axes: Axes, legend: Legend, found: Sequence[Lane]) -> None:
+    """An arrow from each upstream run's end to the dependent run it caused."""
+    from matplotlib.patches import FancyArrowPatch  # noqa: PLC0415
+
+    arrows = drawn_causes(found)
+    for number, arrow in enumerate(arrows):
+        down = arrow.target_lane > arrow.source_lane
+        same = arrow.target_lane == arrow.source_lane
+        source_y = arrow.source_lane + (0.2 if down else -0.2)
+        target_y = arrow.target_lane + (-0.2 if down or same else 0.2)
+        axes.add_patch(
+            FancyArrowPatch(
+                (x_of(arrow.source_at), source_y),
+                (x_of(arrow.target_at), target_y),
+                arrowstyle="-|>",
+                color=CAUSE.colour,
+                linewidth=1.0,
+                mutation_scale=9,
+                shrinkA=0,
+                shrinkB=0,
+                connectionstyle="arc3,rad=-0.4" if same else "arc3,rad=0",
+                zorder=8,
+                gid=f"cause-{number}",
+            )
+        )
+    if arrows:
+        legend.add("cause", line(CAUSE.colour, marker=">"), CAUSE.words)
