@@ -99,6 +99,18 @@ def test_a_retired_lane_ends_with_a_mark_saying_retired_and_revived_when_it_came
     assert "retired (not declared)" in texts(root, "legend")
 
 
+def test_milestones_close_together_share_one_label_in_turn() -> None:
+    life = {
+        "a": [
+            LifeMark(event="retired", at=T0 + 6 * HOUR),
+            LifeMark(event="revived", at=T0 + 6 * HOUR + MINUTE),
+        ]
+    }
+    root = svg(day([], trigger_ids=["a"], lifecycle=life))
+    assert label_texts(root, "life-label-0-") == ["retired → revived"]
+    assert {"life-0-0", "life-0-1"} <= ids(root)  # a line each
+
+
 def test_a_trigger_retired_before_the_window_is_shaded_from_its_start() -> None:
     life = {"a": [LifeMark(event="retired", at=T0 - HOUR)]}
     [lane] = lanes(day([], trigger_ids=["a"], lifecycle=life))

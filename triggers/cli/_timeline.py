@@ -86,6 +86,7 @@ def timeline(
                 poll_interval=poll_interval,
                 limit=limit,
                 display_zone=_display_zone(now),
+                audit=reads.audit,
             )
         for trigger_id in report.cut:
             sys.stderr.write(
@@ -125,10 +126,11 @@ def _window(since: str | None, until: str | None, *, now: datetime) -> tuple[dat
 
 def _branches(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[Branch]]:
     """The steps of the drawn runs, from the runtime's events: a graph flow's branches,
-    drawn under their run. Only the newest `_BRANCH_RUNS` runs are read (a picture of
-    thousands of runs shows no branches anyway)."""
+    drawn under their run, and the steps that waited or were left ambiguous, drawn on
+    it. Only the newest `_BRANCH_RUNS` runs are read (a picture of thousands of runs
+    shows no branches anyway)."""
     from triggers.step_output import attempt_outputs, step_states  # noqa: PLC0415
-    from triggers.timeline import Branch  # noqa: PLC0415
+    from triggers.timeline import PARKED_STATE, WAITING_STATES, Branch  # noqa: PLC0415
 
     run_ids = [str(row["run_id"]) for row in rows if row.get("run_id")][:_BRANCH_RUNS]
     if not run_ids:
@@ -139,7 +141,8 @@ def _branches(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[Branch]]:
         for run_id in run_ids:
             events = runs.get_events(run_id)
             steps = step_states(attempt_outputs(events), events)
-            if len(steps) > 1:
+            held = any(s.state in WAITING_STATES or s.state == PARKED_STATE for s in steps)
+            if len(steps) > 1 or held:
                 found[run_id] = [
                     Branch(
                         step=step.step,
@@ -208,6 +211,7 @@ def _timeline_json(report: TimelineReport) -> dict[str, Any]:
                 "rows": rows.get(lane.trigger_id, []),
                 "rows_cut": lane.trigger_id in report.cut,
                 "upcoming": [iso(at) for at in lane.upcoming],
+                "lifecycle": [{"event": mark.event, "at": iso(mark.at)} for mark in lane.life],
                 "dst_changes": [
                     {
                         "at": iso(change.at),

@@ -44,6 +44,8 @@ AXES_PT = 700.0
 """The plot's width in points, at least (a 12-inch figure less the lanes' names)."""
 _CHAR_PT = 5.0
 """The width of a character of an 8-point label, at most (DejaVu Sans)."""
+_BOLD_PT = 5.4
+"""The same, of a bold 7.5-point label."""
 _GAP_PT = 6.0
 _MARK_PT = 8.0
 """Manual fires closer than this (at the plot's width) are one mark, counted."""
@@ -57,51 +59,68 @@ _LIFE_LOOKS = {"created": CREATED, "retired": RETIRED, "revived": REVIVED}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class DowntimeLabel:
-    """Where the words of one or more downtimes go (above the plot)."""
+class Label:
+    """Where the words of one thing, or of several close together, go."""
 
     at: datetime
     align: str
     """`left` (the words start at `at`) or `right` (they end there)."""
     words: str
+    first: int
+    """The index of the first thing it names; it names `count` of them."""
     count: int
 
 
-def downtime_labels(downs: Sequence[Downtime], timeline: Timeline) -> list[DowntimeLabel]:
-    """One label per downtime, but downtimes whose words would overlap share one
-    ("daemon down" with their count), so two short outages close together stay readable."""
-    groups: list[list[Downtime]] = []
-    placed: list[tuple[float, float, DowntimeLabel]] = []
-    for down in downs:
-        alone = _downtime_label([down], timeline)
-        if placed and alone[0] < placed[-1][1] + _GAP_PT / AXES_PT:
-            groups[-1].append(down)
-            placed[-1] = _downtime_label(groups[-1], timeline)
+def spread(
+    items: Sequence[tuple[datetime, datetime]],
+    words: Callable[[int, int], str],
+    timeline: Timeline,
+    *,
+    char_pt: float = _CHAR_PT,
+) -> list[Label]:
+    """One label for each of `items` (start, end; sorted), but items whose labels would
+    overlap share one, worded by `words(first, count)`: a label starts at its first
+    item's start, or near the right edge ends at its last item's end."""
+    placed: list[tuple[float, Label]] = []
+
+    def label(first: int, count: int) -> tuple[float, float, Label]:
+        text = words(first, count)
+        width = len(text) * char_pt / AXES_PT
+        start = (items[first][0] - timeline.since) / timeline.span
+        if start + width <= 1:
+            return (
+                start,
+                start + width,
+                Label(at=items[first][0], align="left", words=text, first=first, count=count),
+            )
+        end_at = items[first + count - 1][1]
+        end = (end_at - timeline.since) / timeline.span
+        return (
+            end - width,
+            end,
+            Label(at=end_at, align="right", words=text, first=first, count=count),
+        )
+
+    for number in range(len(items)):
+        left, right, alone = label(number, 1)
+        if placed and left < placed[-1][0] + _GAP_PT / AXES_PT:
+            previous = placed[-1][1]
+            _, right, joined = label(previous.first, previous.count + 1)
+            placed[-1] = (right, joined)
         else:
-            groups.append([down])
-            placed.append(alone)
-    return [label for _, _, label in placed]
+            placed.append((right, alone))
+    return [found for _, found in placed]
 
 
-def _downtime_label(
-    group: Sequence[Downtime], timeline: Timeline
-) -> tuple[float, float, DowntimeLabel]:
-    """The label of `group`, and its left and right ends (shares of the window)."""
-    words = "daemon down" + (f" ×{len(group)}" if len(group) > 1 else "")  # noqa: RUF001
-    words += " (ongoing)" if group[-1].ongoing else ""
-    width = len(words) * _CHAR_PT / AXES_PT
+def downtime_labels(downs: Sequence[Downtime], timeline: Timeline) -> list[Label]:
+    """A label per downtime, but downtimes whose words would overlap share one ("daemon
+    down" with their count), so two short outages close together stay readable."""
 
-    def share(at: datetime) -> float:
-        return (at - timeline.since) / timeline.span
+    def words(first: int, count: int) -> str:
+        text = "daemon down" + (f" ×{count}" if count > 1 else "")  # noqa: RUF001 (the sign)
+        return text + (" (ongoing)" if downs[first + count - 1].ongoing else "")
 
-    start = share(group[0].started_at)
-    if start + width <= 1:
-        label = DowntimeLabel(at=group[0].started_at, align="left", words=words, count=len(group))
-        return start, start + width, label
-    # Near the right edge (a downtime going on now) the words end where it ends.
-    end = share(group[-1].ended_at)
-    label = DowntimeLabel(at=group[-1].ended_at, align="right", words=words, count=len(group))
-    return end - width, end, label
+    return spread([(d.started_at, d.ended_at) for d in downs], words, timeline)
 
 
 def draw_holds(
@@ -204,7 +223,9 @@ def draw_manual(axes: Axes, legend: Legend, index: int, lane: Lane, timeline: Ti
     legend.add("manual", line(MANUAL.colour, marker="v"), MANUAL.words)
 
 
-def draw_life(axes: Axes, legend: Legend, index: int, lane: Lane, span: Span) -> None:
+def draw_life(
+    axes: Axes, legend: Legend, index: int, lane: Lane, span: Span, timeline: Timeline
+) -> None:
     """The retired time shaded grey, and a line with its word at each creation,
     retirement and revival: a retired lane ends with "retired", not in silence."""
     if lane.retired:
@@ -230,16 +251,26 @@ def draw_life(axes: Axes, legend: Legend, index: int, lane: Lane, span: Span) ->
             index - 0.46,
             index + 0.46,
             colors=look.colour,
-            linewidth=2.0,
+            linewidth=1.0 if mark.event == "created" else 2.0,
             zorder=6,
             gid=f"life-{index}-{number}",
         )
+        legend.add(f"life-{mark.event}", line(look.colour), mark.event)
+    marks = lane.life
+
+    def words(first: int, count: int) -> str:
+        return " → ".join(mark.event for mark in marks[first : first + count])
+
+    labels = spread([(m.at, m.at) for m in marks], words, timeline, char_pt=_BOLD_PT)
+    for number, label in enumerate(labels):
+        # Several together: in the colour of the last, the state the lane is left in.
+        look = _LIFE_LOOKS[marks[label.first + label.count - 1].event]
         axes.annotate(
-            mark.event,
-            (x_of(mark.at), index + 0.46),
-            xytext=(-3 if mark.event == "retired" else 3, 2),
+            label.words,
+            (x_of(label.at), index + 0.46),
+            xytext=(3 if label.align == "left" else -3, 2),
             textcoords="offset points",
-            ha="right" if mark.event == "retired" else "left",
+            ha=label.align,
             va="bottom",
             fontsize=7.5,
             fontweight="bold",
@@ -247,7 +278,6 @@ def draw_life(axes: Axes, legend: Legend, index: int, lane: Lane, span: Span) ->
             zorder=6,
             gid=f"life-label-{index}-{number}",
         )
-        legend.add(f"life-{mark.event}", line(look.colour), mark.event)
 
 
 def drawn_causes(found: Sequence[Lane]) -> list[Cause]:

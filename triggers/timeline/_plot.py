@@ -207,7 +207,7 @@ class _Drawing:
         self._future()
         self._downtime(clipped_downtime(timeline))
         for index, lane in enumerate(found):
-            draw_life(self.axes, self.legend, index, lane, self._span)
+            draw_life(self.axes, self.legend, index, lane, self._span, timeline)
             self._ranges(index, lane)
             self._runs(index, lane)
             draw_late(self.axes, self.legend, index, lane, timeline)
