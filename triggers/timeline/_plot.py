@@ -10,8 +10,10 @@ can find it:
   id, `zone-{i}` the zone of its schedule;
 - `runs-{outcome}-{i}`: lane i's run bars of that outcome, one `<path>` each (bars
   that overlap in the picture, at least 1/600 of the window wide each, are one);
-- `branches-{i}-{state}-{n}`: the steps of lane i's runs of more than one step, thin
-  bars under their run's bar in the colour of the outcome their state matches;
+- `branches-{i}-{look}-{n}`: the steps of lane i's runs of more than one step, bars
+  under their run's bar in the colour of the outcome their state matches (`_steps.py`);
+- `waiting-{i}`, `parked-{i}`, `late-{i}`, `late-links-{i}`, `manual-count-{i}-{n}`,
+  `retired-{i}`, `life-{i}-{n}`, `life-label-{i}-{n}`, `cause-{n}`: see `_annotations.py`;
 - `range-{outcome}-{reason}-{i}`: its skipped or missed ranges of that reason, one
   `<path>` each (their hatch: `hatch-{outcome}-{reason}-{i}`), and
   `range-label-{i}-{n}` the words on a range wide enough to hold them;
@@ -23,7 +25,8 @@ can find it:
 - `now`, `now-label`, `future`: the line at now and the lighter shade after it;
 - `title`, `legend`.
 
-With `Timeline.run_links`, each run's bar is a `<path>` of its own inside an
+Each arrow (`cause-{n}`) holds a `<title>` naming the two runs. With
+`Timeline.run_links`, each run's bar is a `<path>` of its own inside an
 `<a xlink:href>` to the run, with a `<title>` (the browser's tooltip) naming the run,
 its outcome and its times (`linked_runs`).
 """
@@ -49,9 +52,10 @@ from triggers.timeline._annotations import (
 )
 from triggers.timeline._dates import x_of as _x
 from triggers.timeline._input import Downtime, Timeline, window_words, zone_words
-from triggers.timeline._lanes import RUN_OUTCOMES, WAITING_STATES, Lane, clipped_downtime, lanes
+from triggers.timeline._lanes import RUN_OUTCOMES, Lane, clipped_downtime, lanes
 from triggers.timeline._legend import Legend, hatched, line, patch, ring
 from triggers.timeline._links import cause_titles, run_link, titled
+from triggers.timeline._steps import draw_steps
 from triggers.timeline._style import (
     DOWNTIME,
     DST,
@@ -60,9 +64,7 @@ from triggers.timeline._style import (
     LANE_SHADE,
     LOOKS,
     NOW,
-    PARKED,
     UPCOMING,
-    WAITING,
 )
 
 if TYPE_CHECKING:
@@ -138,43 +140,6 @@ def _render(timeline: Timeline, kind: str, *, dpi: int = 100) -> bytes:
         return out.getvalue()
     data = cause_titles(out.getvalue(), drawn_causes(found))
     return titled(data, found, timeline) if timeline.run_links else data
-
-
-_BRANCH_BAND = 0.26
-"""Of a lane's height, the band under a run's bar where its steps are drawn."""
-_BRANCH_ROWS = 3
-"""Rows of steps at once under a bar, at most: more branches than that share rows."""
-_BRANCH_TALLEST = 0.13
-_BRANCH_LEAST = _BRANCH_BAND / _BRANCH_ROWS
-"""Of a lane's height (0.62 inch), a step's row at least: about 4 points."""
-_BRANCH_LOOKS = {
-    "succeeded": "completed",
-    "failed": "failed",
-    "ambiguous": "parked",
-    "cancelled": "cancelled",
-    "late": "completed",
-    "running": "launched",
-    **dict.fromkeys(WAITING_STATES, "waiting"),
-}
-"""A step's state, drawn in the colour of the run outcome it matches (or as waiting,
-or parked: the look of those stretches of the run's bar)."""
-
-
-def _packed(
-    steps: Sequence[tuple[tuple[float, float], str]],
-) -> list[tuple[int, tuple[float, float], str]]:
-    """Each step's (x, width) on the first row where it overlaps no other step (a row
-    per branch running at once), the rows beyond `_BRANCH_ROWS` folded onto the last."""
-    ends: list[float] = []
-    placed = []
-    for (x, width), key in sorted(steps, key=lambda step: step[0][0]):
-        row = next((n for n, end in enumerate(ends) if end <= x), len(ends))
-        if row == len(ends):
-            ends.append(x + width)
-        else:
-            ends[row] = x + width
-        placed.append((min(row, _BRANCH_ROWS - 1), (x, width), key))
-    return placed
 
 
 def _merged(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -361,53 +326,7 @@ class _Drawing:
                 bar.set_urls(urls[outcome])
             self.legend.add(f"runs-{outcome}", patch(look.colour), look.words)
         draw_holds(self.axes, self.legend, index, lane, self._span, zorder=7.5 if links else 3.5)
-        self._branches(index, lane)
-
-    def _branches(self, index: int, lane: Lane) -> None:
-        """A run's steps as bars in the band under its bar, coloured by their state: steps
-        one after another share a row, steps at once (a graph flow's branches) stack, at
-        most `_BRANCH_ROWS` rows and never thinner than `_BRANCH_LEAST` (groups
-        `branches-{index}-{look}-{n}`, one per row height and look)."""
-        bars: dict[tuple[str, float, float], list[tuple[float, float]]] = defaultdict(list)
-        for run in lane.runs:
-            steps = self.timeline.branches.get(run.run_id or "", ())
-            if len(steps) <= 1:  # one step: its run's bar says it all
-                continue
-            placed = _packed(
-                [
-                    (
-                        self._span(
-                            max(step.started_at, run.start),
-                            max(step.started_at, run.start, min(step.ended_at or run.end, run.end)),
-                        ),
-                        _BRANCH_LOOKS.get(step.state, "launched"),
-                    )
-                    for step in steps
-                ]
-            )
-            rows = max(row for row, _, _ in placed) + 1
-            height = max(min(_BRANCH_BAND / rows, _BRANCH_TALLEST), _BRANCH_LEAST)
-            for row, span, key in placed:
-                bars[(key, index + 0.22 + row * height, height * 0.85)].append(span)
-        for number, ((key, y, height), spans) in enumerate(bars.items()):
-            face = (
-                WAITING.colour
-                if key == "waiting"
-                else PARKED.colour
-                if key == "parked"
-                else LOOKS[key].colour
-            )
-            self.axes.broken_barh(
-                spans,
-                (y, height),
-                facecolors=face,
-                edgecolors=LOOKS["launched"].colour if key == "waiting" else "white",
-                linewidth=0.5,
-                zorder=3,
-                gid=f"branches-{index}-{key}-{number}",
-            )
-            if key in LOOKS:
-                self.legend.add(f"runs-{key}", patch(face), LOOKS[key].words)
+        draw_steps(self.axes, self.legend, index, lane, self.timeline, self._span)
 
     def _ranges(self, index: int, lane: Lane) -> None:
         shades: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
