@@ -255,3 +255,20 @@ def test_runs_link_to_their_run_with_a_tooltip() -> None:
     text = render_svg(picture).decode()
     assert text.count("<title>run ") >= 3  # three runs and an arrow
     assert '<a href="/runs/run-import-010200"' in text
+
+
+# -- the terminal -----------------------------------------------------------------------------
+
+
+def test_the_terminal_marks_waiting_retirement_revival_and_backfilled_occurrences() -> None:
+    from tests.timeline_sample import sample_timeline
+    from triggers.timeline import render_text
+
+    text = render_text(sample_timeline(), width=120)
+    lanes_text = {line.split(" ", 1)[0]: line for line in text.splitlines()[3:7]}
+    assert "┤╌" in lanes_text["backup-verify"] and "╌┣" in lanes_text["backup-verify"]
+    assert "▓┄" in lanes_text["backup-verify"]  # running, then waiting until now
+    assert "◇" in lanes_text["heartbeat"]  # the backfilled occurrence, at its instant
+    assert "retired      2026-03-28 12:00 backup-verify" in text
+    assert "revived      2026-03-29 12:00 backup-verify" in text
+    assert "┄ waiting (signal, timer)" in text and "╌ retired (not declared)" in text

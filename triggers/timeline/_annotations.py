@@ -30,6 +30,7 @@ from triggers.timeline._style import (
     MANUAL,
     PARKED,
     RETIRED,
+    RETIRED_SPAN,
     REVIVED,
     WAITING,
 )
@@ -242,7 +243,7 @@ def draw_life(
         legend.add(
             "life-retired-span",
             hatched("#6B6B6B1F", "#6B6B6B80", "\\\\\\"),
-            "retired (not declared)",
+            RETIRED_SPAN.words,
         )
     for number, mark in enumerate(lane.life):
         look = _LIFE_LOOKS[mark.event]

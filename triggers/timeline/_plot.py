@@ -20,9 +20,9 @@ can find it:
 - `once-{outcome}-{reason}-{i}`: single skipped or missed occurrences, one `<use>` each;
 - `marks-{outcome}-{i}`, `manual-{i}`, `upcoming-{i}`: markers, one `<use>` each;
 - `dst-{i}-{n}`, `dst-label-{i}-{n}`: lane i's DST changes and their offsets;
-- `downtime-{n}` (its hatch `downtime-hatch-{n}`), `downtime-label-{n}` (one label for
-  downtimes whose words would overlap, "daemon down ×2"): daemon
-  downtime, across every lane;
+- `downtime-{n}` (its hatch `downtime-hatch-{n}`), `downtime-label-{n}` (one label, with
+  their count, for downtimes whose words would overlap): daemon downtime, across
+  every lane;
 - `now`, `now-label`, `future`: the line at now and the lighter shade after it;
 - `title`, `legend`.
 

@@ -33,8 +33,9 @@ MANUAL = Look("#1A1A1A", "◆", "1", "manual fire")
 WAITING = Look("#FFFFFF", "┄", "34", "waiting (signal, timer)")
 """Drawn hollow over its run's bar (the run's colour as the outline), dotted."""
 PARKED = Look("#F0E442", "▚", "33;1", "parked (awaits an operator)")
-RETIRED = Look("#6B6B6B", "┤", "90", "retired (not declared)")
-REVIVED = Look("#009E73", "├", "32", "revived")
+RETIRED = Look("#6B6B6B", "┤", "90", "retired")
+RETIRED_SPAN = Look("#6B6B6B", "╌", "90", "retired (not declared)")
+REVIVED = Look("#009E73", "┣", "32", "revived")
 CREATED = Look("#0072B2", "├", "34", "created")
 LATE = Look("#404040", "◇", "90", "occurrence of a later run (backfill, catch-up)")
 CAUSE = Look("#333333", "→", "1", "caused the run (after:)")
@@ -60,23 +61,42 @@ HATCHES = {
 """By reason, on the shade of a skipped or missed range: the reason without a label."""
 
 PRIORITY = (
+    "retired",
+    "revived",
+    "created",
     "failed",
     "cancelled",
     "superseded",
     "manual",
+    "parked",
+    "waiting",
     "launched",
     "completed",
     "launching",
     "buffered",
     "missed",
     "skipped",
+    "late",
     "upcoming",
     "dst",
+    "retired-span",
 )
 """In a terminal cell that holds several things, the first of these wins."""
 
 
 def look(kind: str) -> Look:
-    """The look of an outcome or of `manual`, `upcoming`, `dst`."""
-    special = {"manual": MANUAL, "upcoming": UPCOMING, "dst": DST}
+    """The look of an outcome or of `manual`, `upcoming`, `dst`, `waiting`, `parked`,
+    `late` (a backfilled occurrence), a milestone, `retired-span`."""
+    special = {
+        "manual": MANUAL,
+        "upcoming": UPCOMING,
+        "dst": DST,
+        "waiting": WAITING,
+        "parked": PARKED,
+        "late": LATE,
+        "retired": RETIRED,
+        "revived": REVIVED,
+        "created": CREATED,
+        "retired-span": RETIRED_SPAN,
+    }
     return special.get(kind) or LOOKS[kind]
