@@ -272,3 +272,15 @@ def test_the_terminal_marks_waiting_retirement_revival_and_backfilled_occurrence
     assert "retired      2026-03-28 12:00 backup-verify" in text
     assert "revived      2026-03-29 12:00 backup-verify" in text
     assert "┄ waiting (signal, timer)" in text and "╌ retired (not declared)" in text
+
+
+def test_the_web_picture_marks_the_same_without_matplotlib() -> None:
+    from tests.timeline_sample import sample_timeline
+    from triggers.timeline import render_web_svg
+
+    svg_text = render_web_svg(sample_timeline())
+    assert "<title>retired 2026-03-28T12:00:00+00:00</title>" in svg_text
+    assert "<title>revived 2026-03-29T12:00:00+00:00</title>" in svg_text
+    assert "<title>occurrence 2026-03-28T17:00:00+00:00, run later</title>" in svg_text
+    for words in ("waiting (signal, timer)", "retired (not declared)", "backfill"):
+        assert words in svg_text

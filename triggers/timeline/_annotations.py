@@ -15,12 +15,12 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from triggers.timeline._dates import x_of
 from triggers.timeline._input import Downtime, Timeline
-from triggers.timeline._lanes import Cause, Lane, causes, clusters
+from triggers.timeline._lanes import Cause, Lane, causes, clusters, late_runs
 from triggers.timeline._legend import Legend, hatched, line, ring
 from triggers.timeline._style import (
     CAUSE,
@@ -50,10 +50,6 @@ _BOLD_PT = 5.4
 _GAP_PT = 6.0
 _MARK_PT = 8.0
 """Manual fires closer than this (at the plot's width) are one mark, counted."""
-LATE_SHARE = 1 / 150
-"""Of the window: a run launched this long after its occurrence (and a minute at least)
-has its occurrence marked and joined to its bar."""
-_LATE_LEAST = timedelta(minutes=1)
 MAX_ARROWS = 500
 """Arrows drawn at most (the newest dependents'); more would be a smear."""
 _LIFE_LOOKS = {"created": CREATED, "retired": RETIRED, "revived": REVIVED}
@@ -154,12 +150,7 @@ def draw_holds(
 def draw_late(axes: Axes, legend: Legend, index: int, lane: Lane, timeline: Timeline) -> None:
     """A run launched long after its occurrence (a backfill, a late catch-up): a ring at
     the occurrence, joined to the run's bar by a dotted line."""
-    least = max(timeline.span * LATE_SHARE, _LATE_LEAST)
-    late = [
-        run
-        for run in lane.runs
-        if run.lateness >= least and timeline.since <= run.occurrence <= timeline.until
-    ]
+    late = late_runs(lane, timeline)
     if not late:
         return
     axes.hlines(

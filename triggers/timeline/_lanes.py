@@ -191,6 +191,23 @@ def causes(found: Sequence[Lane]) -> list[Cause]:
     return sorted(arrows, key=lambda arrow: arrow.target_at)
 
 
+LATE_SHARE = 1 / 150
+"""Of the window: a run launched this long after its occurrence (and a minute at least)
+has its occurrence marked at its instant and joined to its bar."""
+_LATE_LEAST = timedelta(minutes=1)
+
+
+def late_runs(lane: Lane, timeline: Timeline) -> list[Run]:
+    """The lane's runs launched long after their occurrence (a backfill, a late
+    catch-up) whose occurrence is in the window."""
+    least = max(timeline.span * LATE_SHARE, _LATE_LEAST)
+    return [
+        run
+        for run in lane.runs
+        if run.lateness >= least and timeline.since <= run.occurrence <= timeline.until
+    ]
+
+
 def clusters(instants: Sequence[datetime], *, within: timedelta) -> list[tuple[datetime, int]]:
     """`instants` (sorted) as (first, how many) groups, each instant no further than
     `within` from the group's first: marks that would pile up on one spot, counted."""
