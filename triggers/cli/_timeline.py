@@ -64,8 +64,10 @@ def timeline(
     ] = 10_000,
     as_json: JsonOpt = False,
 ) -> None:
-    """Draw fires over time: runs from launch to settlement by outcome, skipped and missed
-    occurrences by reason, manual fires, DST changes, daemon downtime, fires to come."""
+    """Draw fires over time: runs from launch to settlement by outcome (waiting and
+    parked time apart), skipped and missed occurrences by reason, manual fires,
+    backfilled occurrences, retirement and revival, arrows from a run to the runs it
+    caused, DST changes, daemon downtime, fires to come."""
     picture, shape = _destination(output, as_json)
     with errors(shape):
         from triggers import inspection  # noqa: PLC0415

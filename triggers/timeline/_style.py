@@ -61,17 +61,17 @@ HATCHES = {
 """By reason, on the shade of a skipped or missed range: the reason without a label."""
 
 PRIORITY = (
-    "retired",
-    "revived",
-    "created",
     "failed",
     "cancelled",
     "superseded",
     "manual",
+    "retired",
+    "revived",
     "parked",
     "waiting",
     "launched",
     "completed",
+    "created",
     "launching",
     "buffered",
     "missed",
