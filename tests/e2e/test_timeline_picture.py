@@ -4,6 +4,7 @@ backfill, three manual fires at once and a trigger retired and revived by `apply
 
 from __future__ import annotations
 
+import re
 import textwrap
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -86,6 +87,8 @@ def picture(tmp_path_factory: pytest.TempPathFactory) -> tuple[Cli, dict[str, An
     out = workdir / "picture.svg"
     cli.run("timeline", "--since", since, "--output", str(out))
     cli.run("timeline", "--since", since, "--output", str(workdir / "picture.png"))
+    linked = workdir / "linked.svg"
+    cli.run("timeline", "--since", since, "-o", str(linked), "--links", "/runs/{run_id}")
     return cli, cli.json("timeline", "--since", since), out
 
 
@@ -135,3 +138,19 @@ def test_a_waiting_run_a_backfill_manual_fires_and_a_dependent_run_are_drawn_as_
     for words in ("waiting (signal, timer)", "caused the run (after:)", "manual fire"):
         assert words in legend
     assert (out.parent / "picture.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_with_links_each_run_is_a_link_to_its_run_with_a_tooltip(
+    picture: tuple[Cli, dict[str, Any], Path],
+) -> None:
+    cli, _, out = picture
+    text = (out.parent / "linked.svg").read_text()
+    links = re.findall(r'<a href="/runs/([^"]+)" xlink:href="[^"]+"><title>run ([^ <]+) ', text)
+    assert links and all(href == run_id for href, run_id in links)
+    assert "<a " not in out.read_text()  # without --links: no links
+    for args, message in (
+        (["-o", str(out.parent / "x.svg"), "--links", "/runs/all"], "must hold {run_id}"),
+        (["--links", "/runs/{run_id}"], "in an SVG file only"),
+    ):
+        done = cli.run("timeline", *args, check=False)
+        assert done.returncode == 2 and message in done.stderr and done.stdout == ""

@@ -18,7 +18,7 @@ from triggers.cli._backend import open_reads, poll_interval_setting
 from triggers.cli._common import clock, errors, output_of, when
 from triggers.cli._output import JsonOpt, Output, emit
 from triggers.clock import iso
-from triggers.errors import InvalidTimeError
+from triggers.errors import InputError, InvalidTimeError
 from triggers.times import local_zone
 
 if TYPE_CHECKING:
@@ -62,6 +62,15 @@ def timeline(
     limit: Annotated[
         int, typer.Option(min=1, max=100_000, help="Ledger rows per trigger (its newest).")
     ] = 10_000,
+    links: Annotated[
+        str | None,
+        typer.Option(
+            metavar="URL",
+            help="In an SVG, link each run's bar to URL, {run_id} in it replaced (the "
+            "dashboard's /runs/{run_id}), with a tooltip naming the run, its outcome and times.",
+            show_default=False,
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Draw fires over time: runs from launch to settlement by outcome (waiting and
@@ -75,6 +84,7 @@ def timeline(
 
         if picture is not None:
             check_destination(picture)  # a typo fails before any work
+        _check_links(links, picture)
         now = clock.now()
         since_at, until_at = _window(since, until, now=now)
         poll_interval = poll_interval_setting()
@@ -96,7 +106,13 @@ def timeline(
                 "drawn; narrow the window or raise --limit --\n"
             )
         if picture is not None:
-            _write(report, picture, shape)
+            _write(
+                dataclasses.replace(
+                    report, timeline=dataclasses.replace(report.timeline, run_links=links)
+                ),
+                picture,
+                shape,
+            )
         elif shape.machine:
             emit(_timeline_json(report), shape)
         else:
@@ -108,6 +124,22 @@ def _destination(output: str | None, as_json: bool) -> tuple[Path | None, Output
     if output is not None and output not in {o.value for o in Output}:
         return Path(output), Output.JSON if as_json else Output.TABLE
     return None, output_of(as_json, Output(output) if output is not None else None)
+
+
+def _check_links(links: str | None, picture: Path | None) -> None:
+    """Raises InputError: `--links` without an SVG to put them in, or without
+    `{run_id}` (every bar would lead to one page)."""
+    if links is None:
+        return
+    if picture is None or picture.suffix.lower() != ".svg":
+        raise InputError(
+            "--links: links are drawn in an SVG file only (--output FILE.svg)", links=links
+        )
+    if "{run_id}" not in links:
+        raise InputError(
+            f"--links {links!r}: the URL must hold {{run_id}}, replaced by each run's id",
+            links=links,
+        )
 
 
 def _window(since: str | None, until: str | None, *, now: datetime) -> tuple[datetime, datetime]:
