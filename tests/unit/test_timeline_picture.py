@@ -250,11 +250,14 @@ def test_an_arrow_goes_from_the_upstream_run_to_the_run_it_caused() -> None:
     assert render_png(picture)[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_runs_link_to_their_run_with_a_tooltip() -> None:
-    picture = day(dependent_rows(), run_links="/runs/{run_id}")
+def test_runs_link_to_their_run_with_a_tooltip_and_what_lies_over_them_takes_no_clicks() -> None:
+    rows = dependent_rows()
+    steps = {rows[1]["run_id"]: [Branch(step="gate", state="waiting", started_at=T0 + 3 * HOUR)]}
+    picture = day(rows, run_links="/runs/{run_id}", branches=steps)
     text = render_svg(picture).decode()
     assert text.count("<title>run ") >= 3  # three runs and an arrow
     assert '<a href="/runs/run-import-010200"' in text
+    assert '<g id="waiting-1" pointer-events="none">' in text
 
 
 # -- the terminal -----------------------------------------------------------------------------

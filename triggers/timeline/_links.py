@@ -51,7 +51,13 @@ def titled(svg: bytes, found: Sequence[Lane], timeline: Timeline) -> bytes:
             hit = anchor.search(text)
             if hit is not None:
                 text = text[: hit.start()] + mine + text[hit.end() :]
+    # What is drawn over the bars (waiting and parked time, milestones, counts) takes
+    # no clicks: the run under it is still followed.
+    text = _OVER_BARS.sub(r'\g<0> pointer-events="none"', text)
     return text.encode()
+
+
+_OVER_BARS = re.compile(r'<g id="(?:waiting|parked|life|life-label|manual-count)-[0-9-]+"')
 
 
 def cause_titles(svg: bytes, arrows: Sequence[Cause]) -> bytes:
