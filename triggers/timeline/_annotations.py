@@ -123,7 +123,7 @@ def downtime_labels(downs: Sequence[Downtime], timeline: Timeline) -> list[Label
 def draw_holds(
     axes: Axes, legend: Legend, index: int, lane: Lane, span: Span, *, zorder: float
 ) -> None:
-    """Waiting time hollow and dotted over its run's bar (outlined in the run's colour),
+    """Waiting time hollow and striped over its run's bar (outlined in the run's colour),
     parked time yellow and crossed: neither reads as a run at work."""
     bars: dict[str, list[tuple[float, float]]] = defaultdict(list)
     edges: dict[str, list[str]] = defaultdict(list)
@@ -132,7 +132,7 @@ def draw_holds(
             bars[hold.kind].append(span(hold.start, hold.end))
             edges[hold.kind].append(LOOKS[run.outcome].colour)
     for kind, spans in bars.items():
-        look, pattern = (WAITING, "....") if kind == "waiting" else (PARKED, "xx")
+        look, pattern = (WAITING, "--") if kind == "waiting" else (PARKED, "xx")
         axes.broken_barh(
             spans,
             (index - 0.2, 0.4),

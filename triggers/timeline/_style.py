@@ -31,7 +31,7 @@ LOOKS: dict[str, Look] = {
 
 MANUAL = Look("#1A1A1A", "◆", "1", "manual fire")
 WAITING = Look("#FFFFFF", "┄", "34", "waiting (signal, timer)")
-"""Drawn hollow over its run's bar (the run's colour as the outline), dotted."""
+"""Drawn hollow over its run's bar (the run's colour as the outline), striped."""
 PARKED = Look("#F0E442", "▚", "33;1", "parked (awaits an operator)")
 RETIRED = Look("#6B6B6B", "┤", "90", "retired")
 RETIRED_SPAN = Look("#6B6B6B", "╌", "90", "retired (not declared)")
