@@ -1,5 +1,6 @@
-"""A known ledger to draw: three triggers over three and a half days, across the
-spring DST change of Europe/Berlin, with an outage of the daemon.
+"""A known ledger to draw: four triggers over three and a half days, across the
+spring DST change of Europe/Berlin, with two outages of the daemon close together,
+a backfill, a dependent trigger (retired for a day) and a run waiting for a signal.
 
 The unit tests render it and check the picture; docs/timeline.svg is drawn from it:
 
@@ -14,14 +15,19 @@ from pathlib import Path
 from typing import Any
 
 from triggers.clock import iso, utc
-from triggers.timeline import Downtime, Timeline, render_file
+from triggers.timeline import Branch, Downtime, LifeMark, Timeline, render_file
 
 SINCE = utc(2026, 3, 27)
 UNTIL = utc(2026, 3, 30, 12)
 NOW = utc(2026, 3, 30, 8, 25)
 DOWN = (utc(2026, 3, 28, 13, 40), utc(2026, 3, 28, 18, 20))
-"""The daemon was down: the hourly heartbeat missed 14:00 to 18:00 (catch-up `latest`
-ran the newest, 18:00, at 18:20)."""
+"""The daemon was down: the hourly heartbeat missed 14:00 to 16:00 (catch-up `latest`
+ran the newest, 18:00, at 18:20; 17:00 was backfilled the next morning)."""
+DOWN_AGAIN = (utc(2026, 3, 28, 19, 10), utc(2026, 3, 28, 19, 25))
+"""It went down again, briefly, an hour later."""
+BACKFILLED_AT = utc(2026, 3, 29, 9, 30)
+RETIRED = (utc(2026, 3, 28, 12), utc(2026, 3, 29, 12))
+"""`backup-verify` was left out of the declarations for a day, then declared again."""
 
 
 def row(
@@ -82,6 +88,17 @@ def _backup() -> list[dict[str, Any]]:
             run=hour,
             manual_key="after-fix",
         ),
+        # Fired twice more within the minute: skipped, the first was still running.
+        *(
+            row(
+                "nightly-backup",
+                utc(2026, 3, 28, 9, 12, seconds),
+                "skipped",
+                reason="overlap",
+                manual_key=f"after-fix-{seconds}",
+            )
+            for seconds in (20, 45)
+        ),
         # 02:30 does not exist in Berlin on March 29: it fires at 03:00 CEST, 01:00 UTC.
         row("nightly-backup", utc(2026, 3, 29, 1), "completed", run=75 * timedelta(minutes=1)),
         row("nightly-backup", utc(2026, 3, 30, 0, 30), "completed", run=hour),
@@ -99,8 +116,18 @@ def _heartbeat() -> list[dict[str, Any]]:
                     at,
                     "missed",
                     reason="catchup_policy",
-                    last=at + timedelta(hours=3),
-                    count=4,
+                    last=at + timedelta(hours=2),
+                    count=3,
+                )
+            )
+            backfilled = at + timedelta(hours=3)
+            rows.append(
+                row(
+                    "heartbeat",
+                    backfilled,
+                    "completed",
+                    run=timedelta(seconds=40),
+                    delay=BACKFILLED_AT - backfilled,
                 )
             )
             rows.append(
@@ -149,6 +176,43 @@ def _report() -> list[dict[str, Any]]:
     return rows
 
 
+def _verify() -> list[dict[str, Any]]:
+    """After each completed backup, not while retired; the last waits for a signal."""
+    rows = []
+    for backup in _backup():
+        ended = backup["settled_at"]
+        if backup["outcome"] != "completed" or RETIRED[0] <= _at(ended) < RETIRED[1]:
+            continue
+        waits = _at(ended) > NOW - timedelta(hours=8)
+        found = row(
+            "backup-verify",
+            _at(ended),
+            "launched" if waits else "completed",
+            run=timedelta(hours=9) if waits else timedelta(minutes=12),
+            manual_key=f"after:{backup['run_id']}",
+        )
+        found["upstream_run_id"] = backup["run_id"]
+        rows.append(found)
+    return rows
+
+
+def _verify_steps() -> dict[str, list[Branch]]:
+    """The last verification checked for ten minutes, then waits for `approved`."""
+    [last] = [r for r in _verify() if r["outcome"] == "launched"]
+    start = _at(last["launched_at"])
+    checked = start + timedelta(minutes=10)
+    return {
+        last["run_id"]: [
+            Branch(step="check", state="succeeded", started_at=start, ended_at=checked),
+            Branch(step="approve", state="waiting", started_at=checked),
+        ]
+    }
+
+
+def _at(text: str) -> datetime:
+    return datetime.fromisoformat(text)
+
+
 def _upcoming() -> dict[str, list[datetime]]:
     def every(start: datetime, step: timedelta) -> list[datetime]:
         found = []
@@ -165,7 +229,7 @@ def _upcoming() -> dict[str, list[datetime]]:
 
 
 def sample_rows() -> list[dict[str, Any]]:
-    return _backup() + _heartbeat() + _report()
+    return _backup() + _heartbeat() + _report() + _verify()
 
 
 def sample_timeline() -> Timeline:
@@ -175,13 +239,25 @@ def sample_timeline() -> Timeline:
         until=UNTIL,
         now=NOW,
         rows=sample_rows(),
-        downtime=[Downtime(started_at=DOWN[0], ended_at=DOWN[1])],
+        downtime=[
+            Downtime(started_at=DOWN[0], ended_at=DOWN[1]),
+            Downtime(started_at=DOWN_AGAIN[0], ended_at=DOWN_AGAIN[1]),
+        ],
         upcoming=_upcoming(),
-        trigger_ids=["nightly-backup", "heartbeat", "report"],
+        trigger_ids=["nightly-backup", "backup-verify", "heartbeat", "report"],
         trigger_zones={
             "nightly-backup": "Europe/Berlin",
+            "backup-verify": "UTC",
             "heartbeat": "UTC",
             "report": "America/New_York",
+        },
+        branches=_verify_steps(),
+        lifecycle={
+            "backup-verify": [
+                LifeMark(event="created", at=utc(2026, 3, 1)),
+                LifeMark(event="retired", at=RETIRED[0]),
+                LifeMark(event="revived", at=RETIRED[1]),
+            ]
         },
     )
 

@@ -25,7 +25,7 @@ from triggers.store.protocol import Heartbeat, HistoryQuery, TriggerReads, silen
 
 if TYPE_CHECKING:
     from triggers.scheduler.forecast import UpcomingFire
-    from triggers.timeline import Downtime, Timeline
+    from triggers.timeline import Downtime, LifeMark, Timeline
 
 TriggerState = Literal["enabled", "paused", "disabled", "retired", "blocked"]
 
@@ -407,12 +407,14 @@ def timeline_report(
     poll_interval: timedelta,
     limit: int,
     display_zone: tzinfo = UTC,
+    audit: AuditLog | None = None,
 ) -> TimelineReport:
     """Gather what `triggers timeline` draws: each trigger's ledger rows in the window
     (its newest `limit`), the downtime recorded in it and the one going on now (no
-    daemon alive), the fires still to come up to `until`, and each trigger's zone
-    (for its DST changes). No ids: every trigger, retired ones only when the window
-    holds rows of theirs.
+    daemon alive), the fires still to come up to `until`, each trigger's zone (for
+    its DST changes) and, given the audit log, when each was created, retired and
+    revived. No ids: every trigger, retired ones only when the window holds rows of
+    theirs or their retirement.
 
     Raises:
         UnknownTriggerError: an id that is not stored.
@@ -425,11 +427,18 @@ def timeline_report(
         )
     rows: list[dict[str, Any]] = []
     cut, shown = [], []
+    lives = _lifecycles(audit, chosen)
     for trigger in chosen:
         found = store.history(
             HistoryQuery(trigger_id=trigger.id, since=since, until=until, limit=limit + 1)
         )
-        if trigger.retired and not found and not trigger_ids:
+        life = lives.get(trigger.id, [])
+        if (
+            trigger.retired
+            and not found
+            and not trigger_ids
+            and not any(since <= mark.at <= until for mark in life)
+        ):
             continue
         shown.append(trigger)
         if len(found) > limit:
@@ -451,8 +460,26 @@ def timeline_report(
         trigger_ids=[t.id for t in shown],
         trigger_zones={t.id: t.spec.timezone for t in shown},
         display_zone=display_zone,
+        lifecycle={t.id: lives[t.id] for t in shown if lives.get(t.id)},
     )
     return TimelineReport(timeline=timeline, cut=cut)
+
+
+def _lifecycles(audit: AuditLog | None, triggers: Sequence[Trigger]) -> dict[str, list[LifeMark]]:
+    """Per trigger, its creation, retirements and revivals that have an instant."""
+    from triggers.lifecycle import lifecycles  # noqa: PLC0415 (only the timeline reads all)
+    from triggers.timeline import LifeMark  # noqa: PLC0415 (status and describe draw nothing)
+
+    if audit is None or not triggers:
+        return {}
+    return {
+        trigger_id: [
+            LifeMark(event=event.milestone.value, at=event.at)
+            for event in life.events
+            if event.at is not None
+        ]
+        for trigger_id, life in lifecycles(audit, triggers).items()
+    }
 
 
 def _downtime(

@@ -21,7 +21,7 @@ from triggers.errors import OutputFileError
 from triggers.timeline import Branch, Timeline, render_file, render_png, render_svg
 
 ROOT = Path(__file__).resolve().parents[2]
-LANES = {"nightly-backup": 0, "heartbeat": 1, "report": 2}
+LANES = {"nightly-backup": 0, "backup-verify": 1, "heartbeat": 2, "report": 3}
 
 
 @pytest.fixture(scope="module")
@@ -37,37 +37,42 @@ def test_each_lane_draws_one_bar_per_run_in_its_outcome_colour(svg: ET.Element) 
         assert shapes(svg, f"runs-{outcome}-{LANES[trigger_id]}") == count, (trigger_id, outcome)
     # Checked by hand too: the backup ran four times (one of them manual) and failed once.
     assert shapes(svg, "runs-completed-0") == 4 and shapes(svg, "runs-failed-0") == 1
-    assert shapes(svg, "runs-launched-2") == 1 and shapes(svg, "runs-cancelled-2") == 1
-    assert fills(svg, "runs-completed-1") == {"#009e73"}
-    assert fills(svg, "runs-failed-2") == {"#d55e00"}
-    assert fills(svg, "runs-launched-2") == {"#0072b2"}
+    assert shapes(svg, "runs-launched-3") == 1 and shapes(svg, "runs-cancelled-3") == 1
+    assert fills(svg, "runs-completed-2") == {"#009e73"}
+    assert fills(svg, "runs-failed-3") == {"#d55e00"}
+    assert fills(svg, "runs-launched-3") == {"#0072b2"}
 
 
 def test_skipped_and_missed_ranges_are_shaded_and_labelled_with_their_reason(
     svg: ET.Element,
 ) -> None:
-    assert shapes(svg, "range-missed-catchup_policy-1") == 1
-    assert shapes(svg, "range-skipped-paused-1") == 1
-    assert "hatch-skipped-paused-1" in ids(svg)
-    assert texts(svg, "range-label-1-0") == ["paused ×11"]  # noqa: RUF001 (the sign)
-    overlap_skips = sum(1 for row in sample_rows() if row["reason"] == "overlap")
-    assert shapes(svg, "once-skipped-overlap-2") == overlap_skips
+    assert shapes(svg, "range-missed-catchup_policy-2") == 1
+    assert shapes(svg, "range-skipped-paused-2") == 1
+    assert "hatch-skipped-paused-2" in ids(svg)
+    assert texts(svg, "range-label-2-0") == ["paused ×11"]  # noqa: RUF001 (the sign)
+    overlap_skips = sum(
+        1 for row in sample_rows() if row["reason"] == "overlap" and row["trigger_id"] == "report"
+    )
+    assert shapes(svg, "once-skipped-overlap-3") == overlap_skips
     legend = texts(svg, "legend")
     assert {"missed: catchup policy", "skipped: paused", "skipped: overlap"} <= set(legend)
 
 
 def test_manual_fires_upcoming_fires_dst_downtime_and_now_are_drawn(svg: ET.Element) -> None:
-    assert shapes(svg, "manual-0") == 1
-    assert shapes(svg, "upcoming-1") == 4  # 09:00 to 12:00
-    assert shapes(svg, "upcoming-2") == 7  # every 30 minutes, 08:35 to 11:35
+    assert shapes(svg, "manual-0") == 1 and texts(svg, "manual-count-0-0") == ["×3"]  # noqa: RUF001
+    assert shapes(svg, "upcoming-2") == 4  # 09:00 to 12:00
+    assert shapes(svg, "upcoming-3") == 7  # every 30 minutes, 08:35 to 11:35
     assert "upcoming-0" not in ids(svg)  # the backup's next fire is after the window
     assert texts(svg, "dst-label-0-0") == ["DST +01:00→+02:00"]
-    assert not {"dst-1-0", "dst-2-0"} & ids(svg)  # UTC and New York: no change that week
-    assert texts(svg, "downtime-label-0") == ["daemon down"]
+    assert not {"dst-1-0", "dst-2-0", "dst-3-0"} & ids(svg)  # UTC and New York: no change that week
+    # Two outages an hour apart: one label, not two on top of each other.
+    assert texts(svg, "downtime-label-0") == ["daemon down ×2"]  # noqa: RUF001
+    assert "downtime-label-1" not in ids(svg) and "downtime-1" in ids(svg)
     assert {"downtime-0", "downtime-hatch-0", "now", "future"} <= ids(svg)
     assert texts(svg, "now-label") == ["now"]
-    assert [texts(svg, f"label-{i}") for i in range(3)] == [
+    assert [texts(svg, f"label-{i}") for i in range(4)] == [
         ["nightly-backup"],
+        ["backup-verify"],
         ["heartbeat"],
         ["report"],
     ]
@@ -76,6 +81,24 @@ def test_manual_fires_upcoming_fires_dst_downtime_and_now_are_drawn(svg: ET.Elem
     legend = set(texts(svg, "legend"))
     assert {"manual fire", "upcoming", "DST change", "daemon down", "after now", "now"} <= legend
     assert {"run completed", "run failed", "run cancelled", "running"} <= legend
+
+
+def test_what_caused_a_run_what_waits_what_was_retired_and_what_was_backfilled(
+    svg: ET.Element,
+) -> None:
+    # Each verification after its backup: three arrows, from lane 0 to lane 1.
+    assert sorted(gid for gid in ids(svg) if gid.startswith("cause-")) == [
+        "cause-0",
+        "cause-1",
+        "cause-2",
+    ]
+    assert shapes(svg, "waiting-1") == 1  # the last verification waits for `approved`
+    assert texts(svg, "life-label-1-0") == ["retired"]
+    assert texts(svg, "life-label-1-1") == ["revived"]
+    assert shapes(svg, "retired-1") == 1
+    assert shapes(svg, "late-2") == 1  # the heartbeat backfilled the next morning
+    legend = set(texts(svg, "legend"))
+    assert {"caused the run (after:)", "waiting (signal, timer)", "retired", "revived"} <= legend
 
 
 def test_the_svg_is_self_contained_and_the_same_data_makes_the_same_file() -> None:
@@ -99,8 +122,8 @@ def test_without_now_there_is_no_now_line_and_nothing_is_upcoming() -> None:
         since=sample.since, until=sample.until, rows=sample.rows, trigger_ids=sample.trigger_ids
     )
     found = ids(parse(render_svg(simulated)))
-    assert not {"now", "future", "upcoming-1"} & found
-    assert "runs-launched-2" in found  # still running: drawn to the end of the window
+    assert not {"now", "future", "upcoming-2"} & found
+    assert "runs-launched-3" in found  # still running: drawn to the end of the window
 
 
 def test_an_empty_timeline_is_a_picture_of_empty_lanes() -> None:

@@ -18,7 +18,7 @@ from triggers.cli._backend import open_reads, poll_interval_setting
 from triggers.cli._common import clock, errors, output_of, when
 from triggers.cli._output import JsonOpt, Output, emit
 from triggers.clock import iso
-from triggers.errors import InvalidTimeError
+from triggers.errors import InputError, InvalidTimeError
 from triggers.times import local_zone
 
 if TYPE_CHECKING:
@@ -62,10 +62,21 @@ def timeline(
     limit: Annotated[
         int, typer.Option(min=1, max=100_000, help="Ledger rows per trigger (its newest).")
     ] = 10_000,
+    links: Annotated[
+        str | None,
+        typer.Option(
+            metavar="URL",
+            help="In an SVG, link each run's bar to URL, {run_id} in it replaced (the "
+            "dashboard's /runs/{run_id}), with a tooltip naming the run, its outcome and times.",
+            show_default=False,
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Draw fires over time: runs from launch to settlement by outcome, skipped and missed
-    occurrences by reason, manual fires, DST changes, daemon downtime, fires to come."""
+    """Draw fires over time: runs from launch to settlement by outcome (waiting and
+    parked time apart), skipped and missed occurrences by reason, manual fires,
+    backfilled occurrences, retirement and revival, arrows from a run to the runs it
+    caused, DST changes, daemon downtime, fires to come."""
     picture, shape = _destination(output, as_json)
     with errors(shape):
         from triggers import inspection  # noqa: PLC0415
@@ -73,6 +84,7 @@ def timeline(
 
         if picture is not None:
             check_destination(picture)  # a typo fails before any work
+        _check_links(links, picture)
         now = clock.now()
         since_at, until_at = _window(since, until, now=now)
         poll_interval = poll_interval_setting()
@@ -86,6 +98,7 @@ def timeline(
                 poll_interval=poll_interval,
                 limit=limit,
                 display_zone=_display_zone(now),
+                audit=reads.audit,
             )
         for trigger_id in report.cut:
             sys.stderr.write(
@@ -93,7 +106,13 @@ def timeline(
                 "drawn; narrow the window or raise --limit --\n"
             )
         if picture is not None:
-            _write(report, picture, shape)
+            _write(
+                dataclasses.replace(
+                    report, timeline=dataclasses.replace(report.timeline, run_links=links)
+                ),
+                picture,
+                shape,
+            )
         elif shape.machine:
             emit(_timeline_json(report), shape)
         else:
@@ -105,6 +124,22 @@ def _destination(output: str | None, as_json: bool) -> tuple[Path | None, Output
     if output is not None and output not in {o.value for o in Output}:
         return Path(output), Output.JSON if as_json else Output.TABLE
     return None, output_of(as_json, Output(output) if output is not None else None)
+
+
+def _check_links(links: str | None, picture: Path | None) -> None:
+    """Raises InputError: `--links` without an SVG to put them in, or without
+    `{run_id}` (every bar would lead to one page)."""
+    if links is None:
+        return
+    if picture is None or picture.suffix.lower() != ".svg":
+        raise InputError(
+            "--links: links are drawn in an SVG file only (--output FILE.svg)", links=links
+        )
+    if "{run_id}" not in links:
+        raise InputError(
+            f"--links {links!r}: the URL must hold {{run_id}}, replaced by each run's id",
+            links=links,
+        )
 
 
 def _window(since: str | None, until: str | None, *, now: datetime) -> tuple[datetime, datetime]:
@@ -125,10 +160,11 @@ def _window(since: str | None, until: str | None, *, now: datetime) -> tuple[dat
 
 def _branches(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[Branch]]:
     """The steps of the drawn runs, from the runtime's events: a graph flow's branches,
-    drawn under their run. Only the newest `_BRANCH_RUNS` runs are read (a picture of
-    thousands of runs shows no branches anyway)."""
+    drawn under their run, and the steps that waited or were left ambiguous, drawn on
+    it. Only the newest `_BRANCH_RUNS` runs are read (a picture of thousands of runs
+    shows no branches anyway)."""
     from triggers.step_output import attempt_outputs, step_states  # noqa: PLC0415
-    from triggers.timeline import Branch  # noqa: PLC0415
+    from triggers.timeline import PARKED_STATE, WAITING_STATES, Branch  # noqa: PLC0415
 
     run_ids = [str(row["run_id"]) for row in rows if row.get("run_id")][:_BRANCH_RUNS]
     if not run_ids:
@@ -139,7 +175,8 @@ def _branches(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[Branch]]:
         for run_id in run_ids:
             events = runs.get_events(run_id)
             steps = step_states(attempt_outputs(events), events)
-            if len(steps) > 1:
+            held = any(s.state in WAITING_STATES or s.state == PARKED_STATE for s in steps)
+            if len(steps) > 1 or held:
                 found[run_id] = [
                     Branch(
                         step=step.step,
@@ -208,6 +245,7 @@ def _timeline_json(report: TimelineReport) -> dict[str, Any]:
                 "rows": rows.get(lane.trigger_id, []),
                 "rows_cut": lane.trigger_id in report.cut,
                 "upcoming": [iso(at) for at in lane.upcoming],
+                "lifecycle": [{"event": mark.event, "at": iso(mark.at)} for mark in lane.life],
                 "dst_changes": [
                     {
                         "at": iso(change.at),

@@ -37,19 +37,22 @@ from __future__ import annotations
 from pathlib import Path
 
 from triggers.errors import OutputFileError
-from triggers.timeline._input import Branch, Downtime, DstChange, Timeline
-from triggers.timeline._lanes import Lane, lanes
+from triggers.timeline._input import Branch, Downtime, DstChange, LifeMark, Timeline
+from triggers.timeline._lanes import PARKED_STATE, WAITING_STATES, Lane, lanes
 from triggers.timeline._plot import pictures_available, render_png, render_svg
 from triggers.timeline._text import render_text
 from triggers.timeline._web import render_web_svg
 from triggers.timeline._zones import dst_changes
 
 __all__ = [
+    "PARKED_STATE",
     "PICTURE_SUFFIXES",
+    "WAITING_STATES",
     "Branch",
     "Downtime",
     "DstChange",
     "Lane",
+    "LifeMark",
     "Timeline",
     "check_destination",
     "dst_changes",

@@ -52,6 +52,18 @@ class Branch:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class LifeMark:
+    """A turn in a trigger's life that its ledger cannot show, drawn on its lane."""
+
+    event: str
+    """`created`, `retired` (the trigger left the declarations) or `revived` (it came back)."""
+    at: datetime
+
+
+LIFE_EVENTS = ("created", "retired", "revived")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Timeline:
     """Everything one picture shows; the renderers are pure functions of it.
 
@@ -78,7 +90,13 @@ class Timeline:
     in `trigger_zones` within the window, computed (`triggers.timeline.dst_changes`)."""
     branches: Mapping[str, Sequence[Branch]] = field(default_factory=dict)
     """Per run id, its steps (`runs show`'s `steps`), drawn as thin bars under the
-    run's bar; runs of one step need none."""
+    run's bar (runs of one step need none); a step waiting for a signal or a timer
+    (`waiting`, `sleeping`, and once done `signalled`, `timed_out`, `slept`) and a step
+    left `ambiguous` (its run parked until an operator decides) mark those stretches of
+    the run's bar as waiting or parked."""
+    lifecycle: Mapping[str, Sequence[LifeMark]] = field(default_factory=dict)
+    """Per trigger, when it was created, retired and revived (any order, any instant:
+    a retirement before the window shades its lane from the window's start)."""
     display_zone: tzinfo = UTC
     """The zone of the time axis."""
     title: str | None = None
@@ -94,6 +112,10 @@ class Timeline:
                 raise ValueError(f"Timeline.{name} must be an aware datetime")
         if self.until <= self.since:
             raise ValueError("Timeline.until must be after Timeline.since")
+        for trigger_id, marks in self.lifecycle.items():
+            for mark in marks:
+                if mark.event not in LIFE_EVENTS:
+                    raise ValueError(f"Timeline.lifecycle[{trigger_id!r}]: {mark.event!r}")
 
     @property
     def span(self) -> timedelta:

@@ -19,12 +19,16 @@ if TYPE_CHECKING:
 
 _ORDER = (
     *(f"runs-{outcome}" for outcome in RUN_OUTCOMES),
+    "hold",
+    "cause",
+    "late",
     "range",
     "once",
     "marks",
     "manual",
     "upcoming",
     "dst",
+    "life",
     "downtime",
     "future",
     "now",

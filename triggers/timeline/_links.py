@@ -13,7 +13,7 @@ from html import escape
 from urllib.parse import quote
 
 from triggers.timeline._input import Timeline
-from triggers.timeline._lanes import Lane, Run
+from triggers.timeline._lanes import Cause, Lane, Run
 
 
 def run_link(links: str | None, run: Run) -> str | None:
@@ -51,4 +51,20 @@ def titled(svg: bytes, found: Sequence[Lane], timeline: Timeline) -> bytes:
             hit = anchor.search(text)
             if hit is not None:
                 text = text[: hit.start()] + mine + text[hit.end() :]
+    # What is drawn over the bars (waiting and parked time, milestones, counts) takes
+    # no clicks: the run under it is still followed.
+    text = _OVER_BARS.sub(r'\g<0> pointer-events="none"', text)
+    return text.encode()
+
+
+_OVER_BARS = re.compile(r'<g id="(?:waiting|parked|life|life-label|manual-count)-[0-9-]+"')
+
+
+def cause_titles(svg: bytes, arrows: Sequence[Cause]) -> bytes:
+    """`svg` with a `<title>` in each arrow's group (`cause-{n}`): which run caused which."""
+    text = svg.decode()
+    for number, arrow in enumerate(arrows):
+        opening = f'<g id="cause-{number}">'
+        tip = escape(f"run {arrow.upstream_run_id} caused run {arrow.run_id or '(no id)'}")
+        text = text.replace(opening, f"{opening}<title>{tip}</title>", 1)
     return text.encode()

@@ -10,39 +10,53 @@ can find it:
   id, `zone-{i}` the zone of its schedule;
 - `runs-{outcome}-{i}`: lane i's run bars of that outcome, one `<path>` each (bars
   that overlap in the picture, at least 1/600 of the window wide each, are one);
-- `branches-{i}-{state}-{n}`: the steps of lane i's runs of more than one step, thin
-  bars under their run's bar in the colour of the outcome their state matches;
+- `branches-{i}-{look}-{n}`: the steps of lane i's runs of more than one step, bars
+  under their run's bar in the colour of the outcome their state matches (`_steps.py`);
+- `waiting-{i}`, `parked-{i}`, `late-{i}`, `late-links-{i}`, `manual-count-{i}-{n}`,
+  `retired-{i}`, `life-{i}-{n}`, `life-label-{i}-{n}`, `cause-{n}`: see `_annotations.py`;
 - `range-{outcome}-{reason}-{i}`: its skipped or missed ranges of that reason, one
   `<path>` each (their hatch: `hatch-{outcome}-{reason}-{i}`), and
   `range-label-{i}-{n}` the words on a range wide enough to hold them;
 - `once-{outcome}-{reason}-{i}`: single skipped or missed occurrences, one `<use>` each;
 - `marks-{outcome}-{i}`, `manual-{i}`, `upcoming-{i}`: markers, one `<use>` each;
 - `dst-{i}-{n}`, `dst-label-{i}-{n}`: lane i's DST changes and their offsets;
-- `downtime-{n}` (its hatch `downtime-hatch-{n}`), `downtime-label-{n}`: daemon
-  downtime, across every lane;
+- `downtime-{n}` (its hatch `downtime-hatch-{n}`), `downtime-label-{n}` (one label, with
+  their count, for downtimes whose words would overlap): daemon downtime, across
+  every lane;
 - `now`, `now-label`, `future`: the line at now and the lighter shade after it;
 - `title`, `legend`.
 
-With `Timeline.run_links`, each run's bar is a `<path>` of its own inside an
+Each arrow (`cause-{n}`) holds a `<title>` naming the two runs. With
+`Timeline.run_links`, each run's bar is a `<path>` of its own inside an
 `<a xlink:href>` to the run, with a `<title>` (the browser's tooltip) naming the run,
 its outcome and its times (`linked_runs`).
 """
 
 from __future__ import annotations
 
-import functools
 import importlib.util
 import io
 from collections import defaultdict
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from triggers.errors import ConfigError
-from triggers.timeline._input import Timeline, window_words, zone_words
+from triggers.timeline._annotations import (
+    downtime_labels,
+    draw_causes,
+    draw_holds,
+    draw_late,
+    draw_life,
+    draw_manual,
+    drawn_causes,
+)
+from triggers.timeline._dates import x_of as _x
+from triggers.timeline._input import Downtime, Timeline, window_words, zone_words
 from triggers.timeline._lanes import RUN_OUTCOMES, Lane, clipped_downtime, lanes
 from triggers.timeline._legend import Legend, hatched, line, patch, ring
-from triggers.timeline._links import run_link, titled
+from triggers.timeline._links import cause_titles, run_link, titled
+from triggers.timeline._steps import draw_steps
 from triggers.timeline._style import (
     DOWNTIME,
     DST,
@@ -50,7 +64,6 @@ from triggers.timeline._style import (
     HATCHES,
     LANE_SHADE,
     LOOKS,
-    MANUAL,
     NOW,
     UPCOMING,
 )
@@ -58,7 +71,6 @@ from triggers.timeline._style import (
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
-_DAY = timedelta(days=1)
 _WIDTH_IN = 12.0
 _LANE_IN = 0.62
 _MIN_BAR = 1 / 600  # of the window: a run shorter than this is drawn this wide
@@ -125,35 +137,10 @@ def _render(timeline: Timeline, kind: str, *, dpi: int = 100) -> bytes:
             # The same data makes the same file: no date, no version of matplotlib.
             metadata = {"Creator": "triggers timeline (matplotlib)", "Date": None}
         figure.savefig(out, format=kind, dpi=dpi, metadata=metadata)
-    if kind == "svg" and timeline.run_links:
-        return titled(out.getvalue(), found, timeline)
-    return out.getvalue()
-
-
-_BRANCH_BAND = 0.18
-"""Of a lane's height, the band under a run's bar where its branches are drawn."""
-_BRANCH_LOOKS = {
-    "succeeded": "completed",
-    "failed": "failed",
-    "ambiguous": "failed",
-    "cancelled": "cancelled",
-    "late": "completed",
-    "running": "launched",
-}
-"""A step's state, drawn in the colour of the run outcome it matches."""
-
-
-@functools.cache
-def _epoch() -> datetime:
-    from matplotlib.dates import get_epoch  # noqa: PLC0415
-
-    return datetime.fromisoformat(get_epoch()).replace(tzinfo=UTC)
-
-
-def _x(instant: datetime) -> float:
-    """matplotlib's date number of `instant`: days since its epoch (what `date2num`
-    computes, without its cost of tens of microseconds an instant)."""
-    return (instant - _epoch()) / _DAY
+    if kind != "svg":
+        return out.getvalue()
+    data = cause_titles(out.getvalue(), drawn_causes(found))
+    return titled(data, found, timeline) if timeline.run_links else data
 
 
 def _merged(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -184,13 +171,15 @@ class _Drawing:
         self.axes.set_ylim(rows - 0.5, -0.5)
         self._frame(found)
         self._future()
-        for number, down in enumerate(clipped_downtime(timeline)):
-            self._downtime(number, down.started_at, down.ended_at, ongoing=down.ongoing)
+        self._downtime(clipped_downtime(timeline))
         for index, lane in enumerate(found):
+            draw_life(self.axes, self.legend, index, lane, self._span, timeline)
             self._ranges(index, lane)
             self._runs(index, lane)
+            draw_late(self.axes, self.legend, index, lane, timeline)
             self._marks(index, lane)
             self._dst(index, lane)
+        draw_causes(self.axes, self.legend, found)
         self._now()
         self.legend.draw(self.figure)
 
@@ -271,37 +260,38 @@ class _Drawing:
 
     # -- across every lane: downtime ----------------------------------------------------
 
-    def _downtime(self, number: int, start: datetime, end: datetime, *, ongoing: bool) -> None:
+    def _downtime(self, downs: Sequence[Downtime]) -> None:
         # The face and the hatch are two shapes: in SVG, a pattern would fade the hatch
         # with the face's transparency.
         face, hatch = DOWNTIME.colour + "24", DOWNTIME.colour + "80"
-        self.axes.axvspan(
-            _x(start), _x(end), facecolor=face, linewidth=0, zorder=1, gid=f"downtime-{number}"
-        )
-        self.axes.axvspan(
-            _x(start),
-            _x(end),
-            facecolor="none",
-            edgecolor=hatch,
-            hatch="////",
-            linewidth=0,
-            zorder=1,
-            gid=f"downtime-hatch-{number}",
-        )
-        # Near the right edge (a downtime going on now) the words end where it ends.
-        late = start - self.timeline.since > self.timeline.span * 0.8
-        self.axes.annotate(
-            "daemon down" + (" (ongoing)" if ongoing else ""),
-            (_x(end if late else start), 1),
-            xycoords=("data", "axes fraction"),
-            xytext=(-2 if late else 2, 3),
-            textcoords="offset points",
-            ha="right" if late else "left",
-            fontsize=8,
-            color=DOWNTIME.colour,
-            gid=f"downtime-label-{number}",
-        )
-        self.legend.add("downtime", hatched(face, hatch, "////"), DOWNTIME.words)
+        for number, down in enumerate(downs):
+            start, end = _x(down.started_at), _x(down.ended_at)
+            self.axes.axvspan(
+                start, end, facecolor=face, linewidth=0, zorder=1, gid=f"downtime-{number}"
+            )
+            self.axes.axvspan(
+                start,
+                end,
+                facecolor="none",
+                edgecolor=hatch,
+                hatch="////",
+                linewidth=0,
+                zorder=1,
+                gid=f"downtime-hatch-{number}",
+            )
+            self.legend.add("downtime", hatched(face, hatch, "////"), DOWNTIME.words)
+        for number, label in enumerate(downtime_labels(downs, self.timeline)):
+            self.axes.annotate(
+                label.words,
+                (_x(label.at), 1),
+                xycoords=("data", "axes fraction"),
+                xytext=(2 if label.align == "left" else -2, 3),
+                textcoords="offset points",
+                ha=label.align,
+                fontsize=8,
+                color=DOWNTIME.colour,
+                gid=f"downtime-label-{number}",
+            )
 
     # -- one lane -------------------------------------------------------------------------
 
@@ -336,35 +326,8 @@ class _Drawing:
             if links:
                 bar.set_urls(urls[outcome])
             self.legend.add(f"runs-{outcome}", patch(look.colour), look.words)
-        self._branches(index, lane)
-
-    def _branches(self, index: int, lane: Lane) -> None:
-        """A run's steps as thin bars stacked under its bar, coloured by their state:
-        the branches of a graph flow side by side in time (groups
-        `branches-{index}-{outcome}-{n}`, one per row of the band and state)."""
-        bars: dict[tuple[str, float, float], list[tuple[float, float]]] = defaultdict(list)
-        for run in lane.runs:
-            steps = self.timeline.branches.get(run.run_id or "", ())
-            if len(steps) <= 1:  # one step: its run's bar says it all
-                continue
-            height = _BRANCH_BAND / len(steps)
-            for number, branch in enumerate(steps):
-                start = max(branch.started_at, run.start)
-                end = max(start, min(branch.ended_at or run.end, run.end))
-                outcome = _BRANCH_LOOKS.get(branch.state, "launched")
-                row = (outcome, index + 0.21 + number * height, height * 0.8)
-                bars[row].append(self._span(start, end))
-        for number, ((outcome, y, height), spans) in enumerate(bars.items()):
-            self.axes.broken_barh(
-                spans,
-                (y, height),
-                facecolors=LOOKS[outcome].colour,
-                linewidth=0,
-                zorder=3,
-                gid=f"branches-{index}-{outcome}-{number}",
-            )
-            look = LOOKS[outcome]
-            self.legend.add(f"runs-{outcome}", patch(look.colour), look.words)
+        draw_holds(self.axes, self.legend, index, lane, self._span, zorder=7.5 if links else 3.5)
+        draw_steps(self.axes, self.legend, index, lane, self.timeline, self._span)
 
     def _ranges(self, index: int, lane: Lane) -> None:
         shades: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
@@ -455,9 +418,7 @@ class _Drawing:
                 gid=f"marks-{outcome}-{index}",
             )
             self.legend.add(f"marks-{outcome}", ring(look.colour), look.words)
-        if lane.manual:
-            self._points(lane.manual, index - 0.33, "v", MANUAL.colour, 7, f"manual-{index}")
-            self.legend.add("manual", line(MANUAL.colour, marker="v"), MANUAL.words)
+        draw_manual(self.axes, self.legend, index, lane, self.timeline)
         if lane.upcoming:
             gid = f"upcoming-{index}"
             self._points(lane.upcoming, index, "|", UPCOMING.colour, 13, gid, zorder=3)

@@ -30,6 +30,15 @@ LOOKS: dict[str, Look] = {
 """By ledger outcome."""
 
 MANUAL = Look("#1A1A1A", "◆", "1", "manual fire")
+WAITING = Look("#FFFFFF", "┄", "34", "waiting (signal, timer)")
+"""Drawn hollow over its run's bar (the run's colour as the outline), striped."""
+PARKED = Look("#F0E442", "▚", "33;1", "parked (awaits an operator)")
+RETIRED = Look("#6B6B6B", "┤", "90", "retired")
+RETIRED_SPAN = Look("#6B6B6B", "╌", "90", "retired (not declared)")
+REVIVED = Look("#009E73", "┣", "32", "revived")
+CREATED = Look("#0072B2", "├", "34", "created")
+LATE = Look("#404040", "◇", "90", "occurrence of a later run (backfill, catch-up)")
+CAUSE = Look("#333333", "→", "1", "caused the run (after:)")
 UPCOMING = Look("#7FA7CF", "·", "36", "upcoming")
 DOWNTIME = Look("#5A5A5A", "━", "90", "daemon down")
 DST = Look("#4D4D4D", "┆", "90", "DST change")
@@ -56,19 +65,38 @@ PRIORITY = (
     "cancelled",
     "superseded",
     "manual",
+    "retired",
+    "revived",
+    "parked",
+    "waiting",
     "launched",
     "completed",
+    "created",
     "launching",
     "buffered",
     "missed",
     "skipped",
+    "late",
     "upcoming",
     "dst",
+    "retired-span",
 )
 """In a terminal cell that holds several things, the first of these wins."""
 
 
 def look(kind: str) -> Look:
-    """The look of an outcome or of `manual`, `upcoming`, `dst`."""
-    special = {"manual": MANUAL, "upcoming": UPCOMING, "dst": DST}
+    """The look of an outcome or of `manual`, `upcoming`, `dst`, `waiting`, `parked`,
+    `late` (a backfilled occurrence), a milestone, `retired-span`."""
+    special = {
+        "manual": MANUAL,
+        "upcoming": UPCOMING,
+        "dst": DST,
+        "waiting": WAITING,
+        "parked": PARKED,
+        "late": LATE,
+        "retired": RETIRED,
+        "revived": REVIVED,
+        "created": CREATED,
+        "retired-span": RETIRED_SPAN,
+    }
     return special.get(kind) or LOOKS[kind]

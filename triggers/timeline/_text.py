@@ -20,7 +20,8 @@ _STEPS = (
 )
 _LABEL_GAP = 2  # columns between one tick's label and the next tick
 _PRECISE = timedelta(hours=2)  # a window shorter than this shows its times to the second
-_DETAILS_MAX = 5  # downtime and DST lines listed under the legend, each
+_DETAILS_MAX = 5  # downtime, DST and milestone lines listed under the legend, each
+_LATE_LEAST = timedelta(minutes=1)  # a run launched this late marks its occurrence
 
 
 def render_text(timeline: Timeline, *, width: int = 100, color: bool = False) -> str:
@@ -92,8 +93,14 @@ class _Grid:
                 for index in range(first, last + 1):
                     kinds[index].add(kind)
 
+        for start, end in lane.retired:
+            put(start, end, "retired-span")
         for run in lane.runs:
             put(run.start, run.end, run.outcome)
+            for hold in run.holds:
+                put(hold.start, hold.end, hold.kind)
+            if run.lateness >= max(self.cell, _LATE_LEAST):
+                put(run.occurrence, run.occurrence, "late")
         for found in lane.ranges:
             put(found.start, found.end, found.outcome)
         for mark in lane.marks:
@@ -104,6 +111,8 @@ class _Grid:
             put(at, at, "upcoming")
         for change in lane.dst:
             put(change.at, change.at, "dst")
+        for milestone in lane.life:
+            put(milestone.at, milestone.at, milestone.event)
         rank = {kind: index for index, kind in enumerate(PRIORITY)}
         return [min(held, key=rank.__getitem__) if held else "" for held in kinds]
 
@@ -250,7 +259,8 @@ def _visible(text: str) -> int:
 
 
 def _details(timeline: Timeline, found: Sequence[Lane]) -> list[str]:
-    """Downtime and DST changes in words (at most `_DETAILS_MAX` of each)."""
+    """Downtime, DST changes and triggers created, retired or revived, in words (at
+    most `_DETAILS_MAX` of each)."""
     lines = []
     kept = [
         down
@@ -274,4 +284,11 @@ def _details(timeline: Timeline, found: Sequence[Lane]) -> list[str]:
         )
     if len(changes) > _DETAILS_MAX:
         lines.append(f"DST          ... and {len(changes) - _DETAILS_MAX} more")
+    life = sorted(
+        ((mark.at, mark.event, lane.trigger_id) for lane in found for mark in lane.life),
+    )
+    for at, event, trigger_id in life[:_DETAILS_MAX]:
+        lines.append(f"{event:<12} {_moment(at, timeline)} {trigger_id}")
+    if len(life) > _DETAILS_MAX:
+        lines.append(f"retired etc. ... and {len(life) - _DETAILS_MAX} more")
     return lines

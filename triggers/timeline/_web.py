@@ -17,9 +17,24 @@ from datetime import datetime, timedelta
 from html import escape
 
 from triggers.timeline._input import Timeline
-from triggers.timeline._lanes import Lane, clipped_downtime, lanes
+from triggers.timeline._lanes import Lane, Run, clipped_downtime, lanes, late_runs
 from triggers.timeline._links import run_link, run_tooltip
-from triggers.timeline._style import DOWNTIME, DST, FUTURE_SHADE, LOOKS, MANUAL, NOW, UPCOMING
+from triggers.timeline._style import (
+    CREATED,
+    DOWNTIME,
+    DST,
+    FUTURE_SHADE,
+    LATE,
+    LOOKS,
+    MANUAL,
+    NOW,
+    PARKED,
+    RETIRED,
+    RETIRED_SPAN,
+    REVIVED,
+    UPCOMING,
+    WAITING,
+)
 
 WIDTH = 960
 LABEL = 130
@@ -136,6 +151,7 @@ def _lane(
         f'<text x="{LABEL - 8}" y="{middle + 4}" fill="{_TEXT}" text-anchor="end">'
         f"{escape(lane.trigger_id[:20])}</text>",
     ]
+    found += _life(lane, top, place, drawn)
     for shaded in lane.ranges:
         look = LOOKS[shaded.outcome]
         left, right = place(shaded.start), place(shaded.end)
@@ -145,6 +161,7 @@ def _lane(
             f'fill="{look.colour}" fill-opacity="0.45"><title>{escape(said)}</title></rect>'
         )
         drawn[f"range-{shaded.outcome}"] = _swatch(look.colour, 0.45, shaded.outcome)
+    late = late_runs(lane, timeline)
     for run in lane.runs:
         look = LOOKS[run.outcome]
         left, right = place(run.start), place(run.end)
@@ -159,6 +176,21 @@ def _lane(
         else:
             found.append(f'<a href="{escape(link)}"><title>{tip}</title>{bar}</a>')
         drawn[f"runs-{run.outcome}"] = _swatch(look.colour, 1, look.words)
+        found += _held(run, top, place, drawn)
+        if run in late:
+            spot = place(run.occurrence)
+            found.append(
+                f'<line x1="{spot}" y1="{middle}" x2="{left}" y2="{middle}" '
+                f'stroke="{LATE.colour}" stroke-dasharray="1 2" pointer-events="none"/>'
+                f'<rect x="{spot - 3}" y="{middle - 3}" width="6" height="6" '
+                f'transform="rotate(45 {spot} {middle})" '
+                f'fill="white" stroke="{LATE.colour}"><title>occurrence '
+                f"{escape(run.occurrence.isoformat())}, run later</title></rect>"
+            )
+            drawn["late"] = _legend_mark(
+                f'<rect x="2" y="2" width="6" height="6" fill="white" stroke="{LATE.colour}"/>',
+                LATE.words,
+            )
         if run.manual:
             found.append(_diamond(left, top + 3))
             drawn["manual"] = _legend_mark(_diamond(5, 0), MANUAL.words)
@@ -195,6 +227,51 @@ def _lane(
     return found
 
 
+def _held(run: Run, top: int, place: Scale, drawn: dict[str, str]) -> list[str]:
+    """A run's waiting time hollow and dashed over its bar, its parked time yellow."""
+    found = []
+    for hold in run.holds:
+        left, right = place(hold.start), place(hold.end)
+        look = WAITING if hold.kind == "waiting" else PARKED
+        stroke = LOOKS[run.outcome].colour if hold.kind == "waiting" else "#8C7A00"
+        found.append(
+            f'<rect x="{left}" y="{top + 6}" width="{max(right - left, 2)}" height="{LANE - 12}" '
+            f'fill="{look.colour}" stroke="{stroke}" stroke-dasharray="2 2" '
+            f'pointer-events="none"/>'
+        )
+        drawn[f"runs-~{hold.kind}"] = _legend_mark(
+            f'<rect width="10" height="10" fill="{look.colour}" stroke="{stroke}" '
+            'stroke-dasharray="2 2"/>',
+            look.words,
+        )
+    return found
+
+
+def _life(lane: Lane, top: int, place: Scale, drawn: dict[str, str]) -> list[str]:
+    """The retired time shaded, and a line at each creation, retirement and revival."""
+    found = []
+    for start, end in lane.retired:
+        left, right = place(start), place(end)
+        found.append(
+            f'<rect x="{left}" y="{top + 2}" width="{max(right - left, 2)}" height="{LANE - 4}" '
+            f'fill="{RETIRED_SPAN.colour}" fill-opacity="0.15" pointer-events="none"/>'
+        )
+        drawn["retired"] = _swatch(RETIRED_SPAN.colour, 0.15, RETIRED_SPAN.words)
+    for mark in lane.life:
+        look = {"created": CREATED, "retired": RETIRED, "revived": REVIVED}[mark.event]
+        at = place(mark.at)
+        found.append(
+            f'<line x1="{at}" y1="{top + 1}" x2="{at}" y2="{top + LANE - 1}" '
+            f'stroke="{look.colour}" stroke-width="2"><title>{mark.event} '
+            f"{escape(mark.at.isoformat())}</title></line>"
+        )
+        drawn[f"retired-{mark.event}"] = _legend_mark(
+            f'<line x1="5" y1="0" x2="5" y2="10" stroke="{look.colour}" stroke-width="2"/>',
+            mark.event,
+        )
+    return found
+
+
 def _diamond(left: float, top: float) -> str:
     return (
         f'<polygon points="{left},{top} {left + 4},{top + 4} {left},{top + 8} '
@@ -211,7 +288,19 @@ def _legend_mark(shape: str, words: str) -> str:
     return f"{shape}\x00{words}"
 
 
-_ORDER = ("runs-", "range-", "marks-", "manual", "upcoming", "dst", "downtime", "future", "now")
+_ORDER = (
+    "runs-",
+    "late",
+    "range-",
+    "marks-",
+    "manual",
+    "upcoming",
+    "dst",
+    "retired",
+    "downtime",
+    "future",
+    "now",
+)
 _WORDS = {"downtime": DOWNTIME.words, "future": "after now", "now": NOW.words}
 
 

@@ -44,6 +44,7 @@ def timeline_svg(ctx: ApiServices, trigger_id: str, span: str) -> str:
         span,
         trigger.revision if trigger else None,
         trigger.paused if trigger else None,
+        trigger.retired if trigger else None,  # drawn from the audit log, not the ledger
         tuple(sorted(newest[0].to_json().items())) if newest else None,
         now.replace(second=0, microsecond=0),
     )
@@ -60,6 +61,7 @@ def timeline_svg(ctx: ApiServices, trigger_id: str, span: str) -> str:
         now=now,
         poll_interval=ctx.poll_interval,
         limit=ROWS,
+        audit=ctx.audit,
     )
     picture = replace(report.timeline, run_links="/runs/{run_id}", title=trigger_id)
     svg = render_web_svg(picture)
