@@ -5,8 +5,9 @@ dependents one occurrence, keyed by the run, recorded with the settlement."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Literal
+from typing import Any, Literal
 
 import pytest
 
@@ -15,12 +16,17 @@ from tests.factories import spec
 from triggers.clock import utc
 from triggers.model import AfterSchedule, FireRecord, Outcome, Overlap, Reason
 from triggers.store.protocol import (
+    Claimed,
     ClaimRequest,
+    Completed,
+    CompletedRun,
     HistoryQuery,
     Launch,
     Reserved,
     RunChange,
     Settlement,
+    StartResult,
+    StoreTransaction,
     TriggerStore,
 )
 
@@ -215,3 +221,28 @@ def test_the_runtimes_commit_of_a_settlement_gives_the_occurrence_once(
     assert [(r.occurrence_at, r.upstream_run_id) for r in rows(store, "report")] == [
         (at(2), "run-1")
     ]
+
+
+def test_a_run_completed_within_its_start_gives_its_dependents_their_occurrences(
+    store: TriggerStore,
+) -> None:
+    # A flow with nothing to run completes in the claim's own transaction: no settlement
+    # follows, so the claim gives the dependents what a settlement would.
+    def launch(tx: StoreTransaction, claims: Sequence[Claimed]) -> tuple[list[StartResult], Any]:
+        return [CompletedRun("run-1")], lambda: None
+
+    [done] = store.claim(
+        [ClaimRequest(trigger_id="import", occurrence_at=at(1), expected_revision=1)],
+        owner="o",
+        host="h",
+        now=at(1),
+        lease=LEASE,
+        launch_within=launch,
+    )
+
+    assert isinstance(done, Completed) and done.run_id == "run-1"
+    [report] = rows(store, "report")
+    assert (report.outcome, report.occurrence_at) == (Outcome.BUFFERED, at(1))
+    assert (report.upstream_run_id, report.idempotency_key) == ("run-1", "report:after:run-1")
+    assert [r.upstream_run_id for r in rows(store, "audit")] == ["run-1"]
+    assert rows(store, "alarm") == []

@@ -33,6 +33,7 @@ from triggers.store._decide import (
     refusal,
     superseding_triggers,
 )
+from triggers.store._dependents import SettledRun
 from triggers.store._fire_row import FireRow, cut, new_reservation
 from triggers.store.protocol import (
     Claim,
@@ -338,6 +339,13 @@ class ClaimBatch:
         ]
         if settled:
             self._rows.settle_alerts(settled, stored, self._now)
+            completed = [
+                SettledRun(trigger_id=s.trigger_id, run_id=s.run_id, outcome=s.state)
+                for _, s in settled
+                if s.run_id
+            ]
+            if completed:
+                self._rows.follow(completed, self._now)
         counters_of, watermarks = self._counters, self._watermarks
         updates = []
         for trigger_id in sorted(counters_of.keys() | watermarks.keys()):

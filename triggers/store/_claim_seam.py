@@ -17,6 +17,7 @@ from typing import Protocol
 from triggers.alert_rules import AlertFacts, AlertRule
 from triggers.errors import StoreError
 from triggers.store._decide import StoredTrigger
+from triggers.store._dependents import SettledRun
 from triggers.store._fire_row import FireRow
 from triggers.store.protocol import (
     ClaimRequest,
@@ -100,6 +101,11 @@ class ClaimRows(Protocol):
     ) -> None:
         """The `failed` and `recovered` alerts of runs that settled in their start (a
         start refused for good, a run completed within it), as a settlement raises them."""
+        ...
+
+    def follow(self, settled: Sequence[SettledRun], now: datetime) -> None:
+        """Give the dependents of runs that settled in their start (completed within
+        it) their occurrences, as a settlement gives them (`_dependents`)."""
         ...
 
     def update_triggers(self, updates: Sequence[TriggerUpdate], now: datetime) -> None:

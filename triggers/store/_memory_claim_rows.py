@@ -16,6 +16,7 @@ from triggers.model import Outcome, idempotency_key
 from triggers.store import _memory_ledger as ledger
 from triggers.store._claim_seam import Identity, TriggerUpdate
 from triggers.store._decide import StoredTrigger
+from triggers.store._dependents import SettledRun
 from triggers.store._fire_row import FireRow
 from triggers.store._memory_pools import pool_use
 from triggers.store._memory_rows import Tables, TriggerRow
@@ -59,6 +60,9 @@ class MemoryClaimRows:
         now: datetime,
     ) -> None:
         return  # no outbox (as raise_alerts)
+
+    def follow(self, settled: Sequence[SettledRun], now: datetime) -> None:
+        ledger.follow(self._tables, settled, now)
 
     def lock_triggers(self, ids: Sequence[str]) -> dict[str, TriggerRow]:
         rows = self._tables.triggers

@@ -319,20 +319,26 @@ def record_settlements(
             pauses.setdefault(row.trigger_id, settlement.error or f"run {settlement.run_id} failed")
         results.append(row.record())
     tables.adjust_active(deltas, now)
-    if followed:
-        upstreams = {run.trigger_id for run in followed}
-        dependents = [
-            tables.triggers[dependent].snapshot()
-            for dependent, upstream in tables.upstreams.items()
-            if upstream in upstreams and dependent in tables.triggers
-        ]
-        for new in dependent_rows(followed, dependents, now):
-            tables.insert(new)
+    follow(tables, followed, now)
     for trigger_id, note in sorted(pauses.items()):
         trigger = tables.triggers[trigger_id]
         trigger.paused, trigger.pause_note, trigger.paused_at = True, note, now
         trigger.updated_at = now
     return results
+
+
+def follow(tables: Tables, settled: Sequence[SettledRun], now: datetime) -> None:
+    """Give the dependents of the settled runs' triggers their occurrences (`_dependents`)."""
+    if not settled:
+        return
+    upstreams = {run.trigger_id for run in settled}
+    dependents = [
+        tables.triggers[dependent].snapshot()
+        for dependent, upstream in tables.upstreams.items()
+        if upstream in upstreams and dependent in tables.triggers
+    ]
+    for new in dependent_rows(settled, dependents, now):
+        tables.insert(new)
 
 
 def record_run_changes(tables: Tables, changes: Sequence[RunChange], now: datetime) -> None:

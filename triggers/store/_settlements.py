@@ -18,15 +18,14 @@ from triggers.clock import to_ms
 from triggers.model import FireRecord, Outcome, Trigger
 from triggers.store import _codec
 from triggers.store._alerts import alert_settlements
-from triggers.store._dependents import SettledRun, dependent_rows
-from triggers.store._sql_claim_rows import SqlClaimRows
+from triggers.store._dependents import SettledRun
+from triggers.store._sql_claim_rows import follow_settled
 from triggers.store._sql_common import (
     adjust_active,
     chunks,
     executemany,
     lock_trigger_rows,
     lock_triggers,
-    read_dependents,
 )
 from triggers.store.protocol import RunChange, Settlement
 from triggers.store.schema import fires, triggers
@@ -124,7 +123,7 @@ def _settle(
     executemany(conn, _SETTLE, updates)
     adjust_active(conn, deltas, now)
     alert_settlements(conn, alerted, stored, now)
-    _follow(conn, followed, now)
+    follow_settled(conn, followed, now)
     for trigger_id, note in sorted(pauses.items()):
         conn.execute(
             triggers.update()
@@ -132,17 +131,6 @@ def _settle(
             .values(paused=True, pause_note=note, paused_at=now, updated_at=now)
         )
     return results
-
-
-def _follow(conn: Connection, settled: Sequence[SettledRun], now: datetime) -> None:
-    """Give the dependents of the settled runs' triggers their occurrences, in the
-    settlements' transaction (see `_dependents`). The dependents' rows are not locked:
-    a ledger row is only inserted, and the pending pass counts buffers from the ledger."""
-    if not settled:
-        return
-    dependents = read_dependents(conn, sorted({run.trigger_id for run in settled}))
-    if dependents:
-        SqlClaimRows(conn).insert(dependent_rows(settled, dependents, now))
 
 
 _SETTLE = (

@@ -23,9 +23,10 @@ from triggers.model import Outcome, Trigger, idempotency_key
 from triggers.store._alerts import alert_settlements, raise_alerts
 from triggers.store._claim_seam import Identity, TriggerUpdate
 from triggers.store._decide import StoredTrigger
+from triggers.store._dependents import SettledRun, dependent_rows
 from triggers.store._fire_row import FireRow
 from triggers.store._ranges import apply_splits, covered_by_ranges
-from triggers.store._sql_common import chunks, executemany, lock_triggers
+from triggers.store._sql_common import chunks, executemany, lock_triggers, read_dependents
 from triggers.store._sql_pools import lock_pools, pool_use
 from triggers.store.protocol import ClaimRequest, PoolUse, RangeSplit, Settlement
 from triggers.store.schema import fires, triggers
@@ -174,6 +175,9 @@ class SqlClaimRows:
         ]
         alert_settlements(self._conn, rows, dict(stored), now)
 
+    def follow(self, settled: Sequence[SettledRun], now: datetime) -> None:
+        follow_settled(self._conn, settled, now)
+
     def update_triggers(self, updates: Sequence[TriggerUpdate], now: datetime) -> None:
         at = to_ms(now)
         if self._conn.dialect.name == "postgresql":
@@ -258,3 +262,14 @@ def _driver_values(row: FireRow) -> tuple[Any, ...]:
 
 def _ms(at: datetime | None) -> int | None:
     return None if at is None else to_ms(at)
+
+
+def follow_settled(conn: Connection, settled: Sequence[SettledRun], now: datetime) -> None:
+    """Give the dependents of the settled runs' triggers their occurrences, in the
+    settlements' transaction (see `_dependents`). The dependents' rows are not locked:
+    a ledger row is only inserted, and the pending pass counts buffers from the ledger."""
+    if not settled:
+        return
+    dependents = read_dependents(conn, sorted({run.trigger_id for run in settled}))
+    if dependents:
+        SqlClaimRows(conn).insert(dependent_rows(settled, dependents, now))
