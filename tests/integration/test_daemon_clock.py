@@ -108,3 +108,54 @@ def test_daemon_runtime_records_events_on_the_daemon_clock(sqlite_url: str, tmp_
     assert events
     for event in events:
         assert T0 <= event.created_at <= clock.now(), (event.type, event.created_at)
+
+
+@pytest.mark.usefixtures("process_state")
+def test_a_starting_daemon_claims_what_is_due_before_the_api_starts(
+    sqlite_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # What came due while no daemon ran is claimed before the slow parts of the start
+    # (the web framework's import: a third of a second, seconds on a loaded machine):
+    # the API starts only once the first tick has recorded the occurrence.
+    from triggers.api._server import ApiServer
+
+    config = tmp_path / "triggers.yaml"
+    config.write_text(DECLARATIONS)
+    settings = Settings(database_url=sqlite_url, config=config, host="test-host")
+    db = Database(sqlite_url)
+    store = SqlTriggerStore(db)
+    # A first daemon applies `once` at T0 and stops; it comes due while none runs.
+    first = Daemon(settings, clock=HeldClock(T0))
+
+    def stop_once_applied() -> None:
+        poll(lambda: store.get_trigger("once") is not None, what="the declarations")
+        first.stop()
+
+    stopper = threading.Thread(target=stop_once_applied)
+    stopper.start()
+    assert first.run() == 0
+    stopper.join()
+    settings = settings.model_copy(update={"api_address": "127.0.0.1:0"})
+    clock = HeldClock(T0 + timedelta(minutes=1, seconds=1))  # `once` is due at the start
+    daemon = Daemon(settings, clock=clock)
+    seen_at_api_start: list[list[str]] = []
+    start = ApiServer.start
+
+    def recorded() -> list[str]:
+        return [r.outcome.value for r in store.history(HistoryQuery(trigger_id="once"))]
+
+    def start_after_the_claim(server: ApiServer, services: object) -> None:
+        deadline = time.monotonic() + 30
+        while not recorded() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        seen_at_api_start.append(recorded())
+        start(server, services)  # type: ignore[arg-type]
+        daemon.stop()
+
+    monkeypatch.setattr(ApiServer, "start", start_after_the_claim)
+    try:
+        assert daemon.run() == 0
+    finally:
+        db.dispose()
+    [outcomes] = seen_at_api_start
+    assert outcomes and outcomes[0] in {"launched", "completed"}, outcomes
