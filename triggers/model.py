@@ -146,20 +146,63 @@ DEPENDENCY_OUTCOMES = ("completed", "failed", "settled")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class AfterSchedule:
-    """No instants of its own: an occurrence per settled run of the trigger `upstream`
-    whose outcome matches `outcome` (`completed`, `failed`, or `settled`: any end,
-    cancelled included)."""
+class Upstream:
+    """One upstream of a dependent trigger: its `trigger` and the `outcome` awaited."""
 
-    upstream: str
+    trigger: str
     outcome: str = "completed"
-    kind: Literal["after"] = "after"
 
     def matches(self, outcome: str) -> bool:
-        """Whether an upstream run that settled `outcome` fires the dependent trigger."""
+        """Whether a run of `trigger` that settled `outcome` counts for this upstream."""
         if self.outcome == "settled":
             return outcome in ("completed", "failed", "cancelled")
         return outcome == self.outcome
+
+
+Join: TypeAlias = Literal["one", "all", "any"]
+"""How a dependent trigger combines its upstreams: `one` (the single-upstream form),
+`all` (once every upstream has a matching run within `within`), `any` (once per
+matching run of any upstream)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AfterSchedule:
+    """No instants of its own: occurrences from the settled runs of its `upstreams`.
+
+    `one` and `any`: an occurrence per settled run of an upstream whose outcome
+    matches. `all`: an occurrence each time every upstream has a matching run settled
+    within `within` that no earlier occurrence of this trigger used (each run is used
+    at most once; the oldest such run of each upstream is taken)."""
+
+    upstreams: tuple[Upstream, ...]
+    join: Join = "one"
+    within: timedelta | None = None
+    kind: Literal["after"] = "after"
+
+    @classmethod
+    def of(cls, upstream: str, outcome: str = "completed") -> AfterSchedule:
+        """The single-upstream form: `after: {trigger: upstream, outcome: outcome}`."""
+        return cls(upstreams=(Upstream(trigger=upstream, outcome=outcome),))
+
+    @property
+    def triggers(self) -> tuple[str, ...]:
+        """The upstream triggers' ids, in declaration order."""
+        return tuple(upstream.trigger for upstream in self.upstreams)
+
+    def matches(self, trigger_id: str, outcome: str) -> bool:
+        """Whether a run of `trigger_id` that settled `outcome` counts for an upstream."""
+        return any(
+            upstream.trigger == trigger_id and upstream.matches(outcome)
+            for upstream in self.upstreams
+        )
+
+    def describe(self) -> str:
+        """`after import completed`, `after all of a completed, b failed within 6h`."""
+        listed = ", ".join(f"{u.trigger} {u.outcome}" for u in self.upstreams)
+        if self.join == "one":
+            return f"after {listed}"
+        within = f" within {format_duration(self.within)}" if self.within else ""
+        return f"after {self.join} of {listed}{within}"
 
 
 Schedule: TypeAlias = CronSchedule | EverySchedule | CalendarSchedule | AtSchedule | AfterSchedule
@@ -477,13 +520,24 @@ class FireRecord:
     """With reason `blocked`: the run that blocked this occurrence."""
     reason_detail: str | None = None
     """What the reason names: with `calendar`, the calendar and the day's name."""
+    upstream_runs: tuple[str, ...] = ()
+    """An `after: {all: ...}` occurrence: every upstream run it used, in the order of
+    its upstreams (empty for the other forms, which use one run)."""
 
     @property
     def upstream_run_id(self) -> str | None:
-        """A dependent trigger's occurrence: the upstream run that caused it."""
+        """A dependent trigger's occurrence: the upstream run that caused it (for
+        `all:`, the run whose settlement completed the set)."""
         if self.manual_key.startswith(AFTER_KEY_PREFIX):
             return self.manual_key.removeprefix(AFTER_KEY_PREFIX)
         return None
+
+    @property
+    def upstream_run_ids(self) -> list[str]:
+        """Every upstream run the occurrence used: `upstream_runs`, or the one run."""
+        if self.upstream_runs:
+            return list(self.upstream_runs)
+        return [] if self.upstream_run_id is None else [self.upstream_run_id]
 
     def to_json(self) -> dict[str, Any]:
         """The row as `history --json` prints it (and `triggers.timeline` draws it)."""
@@ -507,6 +561,7 @@ class FireRecord:
             "blocked_by": self.blocked_by,
             "reason_detail": self.reason_detail,
             "upstream_run_id": self.upstream_run_id,
+            "upstream_run_ids": self.upstream_run_ids,
         }
 
 
@@ -530,9 +585,9 @@ AFTER_KEY_PREFIX = "after:"
 """The `manual_key` of a dependent trigger's occurrence: `after:{upstream run id}`."""
 
 
-def upstream_of(spec: TriggerSpec) -> str | None:
-    """The trigger whose settled runs `spec` follows (`after:`), or None."""
-    return spec.schedule.upstream if isinstance(spec.schedule, AfterSchedule) else None
+def upstreams_of(spec: TriggerSpec) -> tuple[str, ...]:
+    """The triggers whose settled runs `spec` follows (`after:`), none for a scheduled one."""
+    return spec.schedule.triggers if isinstance(spec.schedule, AfterSchedule) else ()
 
 
 def upstream_key(run_id: str) -> str:
@@ -583,8 +638,21 @@ def _schedule_to_json(schedule: Schedule) -> dict[str, JsonValue]:
             }
         case AtSchedule(at=at):
             return {"kind": "at", "at": to_ms(at)}
-        case AfterSchedule(upstream=upstream, outcome=outcome):
-            return {"kind": "after", "trigger": upstream, "outcome": outcome}
+        case AfterSchedule(upstreams=upstreams, join=join, within=within):
+            if join == "one":
+                # The single-upstream form keeps its first encoding: its digest, and
+                # so its revision, stay as they were.
+                return {
+                    "kind": "after",
+                    "trigger": upstreams[0].trigger,
+                    "outcome": upstreams[0].outcome,
+                }
+            return {
+                "kind": "after",
+                "join": join,
+                "upstreams": [{"trigger": u.trigger, "outcome": u.outcome} for u in upstreams],
+                "within_s": None if within is None else within.total_seconds(),
+            }
 
 
 def _schedule_from_json(data: Mapping[str, JsonValue]) -> Schedule:
@@ -610,7 +678,16 @@ def _schedule_from_json(data: Mapping[str, JsonValue]) -> Schedule:
     if kind == "at":
         return AtSchedule(at=from_ms(data["at"]))
     if kind == "after":
-        return AfterSchedule(upstream=data["trigger"], outcome=data["outcome"])
+        if "join" not in data:
+            return AfterSchedule.of(data["trigger"], data["outcome"])
+        within_s = data["within_s"]
+        return AfterSchedule(
+            upstreams=tuple(
+                Upstream(trigger=u["trigger"], outcome=u["outcome"]) for u in data["upstreams"]
+            ),
+            join=data["join"],
+            within=None if within_s is None else timedelta(seconds=within_s),
+        )
     raise ValueError(f"unknown schedule kind {kind!r}")
 
 
@@ -637,5 +714,5 @@ def describe_schedule(schedule: Schedule) -> str:
             return f"calendar every {' '.join(parts)}{day} at {clock}"
         case AtSchedule(at=at):
             return f"at {iso_key(at)}"
-        case AfterSchedule(upstream=upstream, outcome=outcome):
-            return f"after {upstream} {outcome}"
+        case AfterSchedule():
+            return schedule.describe()

@@ -122,8 +122,15 @@ def stop_text(found: Forecast, spec: TriggerSpec, trigger: Trigger | None) -> st
         )
         return f"max_runs {spec.max_runs} reached ({so_far})"
     if stop is Stop.UPSTREAM and isinstance(spec.schedule, AfterSchedule):
-        upstream = spec.schedule
-        return f"it fires after each {upstream.outcome} run of {upstream.upstream}"
+        after = spec.schedule
+        listed = ", ".join(f"{u.outcome} {u.trigger}" for u in after.upstreams)
+        if after.join == "all":
+            return f"it fires once every one of {listed} has run within its window"
+        if after.join == "any":
+            return f"it fires after each run of any of {listed}"
+        return (
+            f"it fires after each {after.upstreams[0].outcome} run of {after.upstreams[0].trigger}"
+        )
     if spec.end_at is not None:
         return f"its schedule ended (end: {iso(spec.end_at)})"
     return "its schedule has no occurrence left"

@@ -28,6 +28,7 @@ from triggers.store._sql_common import (
     lock_triggers,
     read_dependents,
 )
+from triggers.store._sql_upstream_runs import SqlUpstreamRuns
 from triggers.store.protocol import RunChange, Settlement
 from triggers.store.schema import fires, triggers
 
@@ -142,7 +143,9 @@ def _follow(conn: Connection, settled: Sequence[SettledRun], now: datetime) -> N
         return
     dependents = read_dependents(conn, sorted({run.trigger_id for run in settled}))
     if dependents:
-        SqlClaimRows(conn).insert(dependent_rows(settled, dependents, now))
+        rows = dependent_rows(settled, dependents, now, SqlUpstreamRuns(conn))
+        if rows:
+            SqlClaimRows(conn).insert(rows)
 
 
 _SETTLE = (

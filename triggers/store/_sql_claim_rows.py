@@ -23,7 +23,7 @@ from triggers.model import Outcome, Trigger, idempotency_key
 from triggers.store._alerts import alert_settlements, raise_alerts
 from triggers.store._claim_seam import Identity, TriggerUpdate
 from triggers.store._decide import StoredTrigger
-from triggers.store._fire_row import FireRow
+from triggers.store._fire_row import FireRow, encode_runs
 from triggers.store._ranges import apply_splits, covered_by_ranges
 from triggers.store._sql_common import chunks, executemany, lock_triggers
 from triggers.store._sql_pools import lock_pools, pool_use
@@ -53,6 +53,7 @@ _FIRE_COLUMNS = (
     "run_id",
     "launched_at",
     "error",
+    "upstream_runs",
 )
 _INSERT_FIRE = fires.insert().values({name: sa.bindparam(name) for name in _FIRE_COLUMNS})
 _UPDATE_TRIGGER = (
@@ -253,6 +254,7 @@ def _driver_values(row: FireRow) -> tuple[Any, ...]:
         row.run_id,
         _ms(row.launched_at),
         row.error,
+        encode_runs(row.upstream_runs),
     )
 
 
