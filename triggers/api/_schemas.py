@@ -147,7 +147,14 @@ class FireRow(Document):
     )
     upstream_run_id: str | None = Field(
         default=None,
-        description="A dependent trigger's (`after:`) occurrence: the upstream run that caused it.",
+        description=(
+            "A dependent trigger's (`after:`) occurrence: the upstream run that caused it "
+            "(for `after: {all: ...}`, the run that completed the set)."
+        ),
+    )
+    upstream_run_ids: list[str] = Field(
+        default_factory=list,
+        description="Every upstream run the occurrence used: the set for `all:`, else the one run.",
     )
 
 

@@ -123,14 +123,14 @@ def stop_text(found: Forecast, spec: TriggerSpec, trigger: Trigger | None) -> st
         return f"max_runs {spec.max_runs} reached ({so_far})"
     if stop is Stop.UPSTREAM and isinstance(spec.schedule, AfterSchedule):
         after = spec.schedule
-        listed = ", ".join(f"{u.outcome} {u.trigger}" for u in after.upstreams)
+        listed = [f"{u.trigger} ({u.outcome})" for u in after.upstreams]
         if after.join == "all":
-            return f"it fires once every one of {listed} has run within its window"
+            within = format_duration(after.within) if after.within else "its window"
+            return f"it fires once {' and '.join(listed)} have each run within {within}"
         if after.join == "any":
-            return f"it fires after each run of any of {listed}"
-        return (
-            f"it fires after each {after.upstreams[0].outcome} run of {after.upstreams[0].trigger}"
-        )
+            return f"it fires after each run of {' or '.join(listed)}"
+        upstream = after.upstreams[0]
+        return f"it fires after each {upstream.outcome} run of {upstream.trigger}"
     if spec.end_at is not None:
         return f"its schedule ended (end: {iso(spec.end_at)})"
     return "its schedule has no occurrence left"

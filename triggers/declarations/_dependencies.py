@@ -24,7 +24,7 @@ def check_dependencies(raw_triggers: Sequence[object], problems: Problems) -> No
         if isinstance(raw, dict) and isinstance(raw.get("id"), str)
     ]
     edges: dict[str, list[str]] = {}
-    places: dict[str, Loc] = {}
+    places: dict[tuple[str, str], Loc] = {}
     for index, raw in enumerate(raw_triggers):
         if not isinstance(raw, dict):
             continue
@@ -40,7 +40,7 @@ def check_dependencies(raw_triggers: Sequence[object], problems: Problems) -> No
                 problems.add(where, f"unknown upstream trigger '{upstream}'{hint}")
             elif isinstance(own, str):
                 edges.setdefault(own, []).append(upstream)
-                places.setdefault(own, where)
+                places.setdefault((own, upstream), where)
     for index, raw in enumerate(raw_triggers):
         if not isinstance(raw, dict):
             continue
@@ -50,7 +50,7 @@ def check_dependencies(raw_triggers: Sequence[object], problems: Problems) -> No
     cycle = find_cycle(edges)
     if cycle:
         message = f"the dependencies form a cycle: {' after '.join(cycle)}"
-        problems.add(places[cycle[0]], message)
+        problems.add(places[cycle[0], cycle[1]], message)
 
 
 def _upstreams(after: object, index: int) -> list[tuple[str, Loc]]:
