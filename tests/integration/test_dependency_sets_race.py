@@ -12,8 +12,8 @@ from looms_runtime.db import Database
 from tests.factories import spec
 from triggers.clock import utc
 from triggers.model import AfterSchedule, Overlap, Upstream
-from triggers.store.sql import SqlTriggerStore
 from triggers.store.protocol import ClaimRequest, HistoryQuery, Launch, Reserved, Settlement
+from triggers.store.sql import SqlTriggerStore
 
 T0 = utc(2026, 11, 1)
 LEASE = timedelta(hours=1)

@@ -24,7 +24,9 @@ triggers:
     after:
       all: [{trigger: a, outcome: completed}, {trigger: b}]
       within: 6h
-  - {id: either, flow: f, after: {any: [{trigger: a, outcome: failed}, {trigger: b, outcome: settled}]}}
+  - id: either
+    flow: f
+    after: {any: [{trigger: a, outcome: failed}, {trigger: b, outcome: settled}]}
 """
 
 

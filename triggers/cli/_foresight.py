@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -195,6 +196,15 @@ def simulate(
             show_default=False,
         ),
     ] = None,
+    fail: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--fail",
+            metavar="ID@T",
+            help="ID's run starting at T fails (ID@T1..T2: each starting then).",
+            show_default=False,
+        ),
+    ] = None,
     alerts: Annotated[
         bool,
         typer.Option(
@@ -211,7 +221,9 @@ def simulate(
     """
     shape = output_of(as_json, output)
     with errors(shape):
-        quiet_logging(level="error")  # the simulated daemon's own logs are not the answer
+        # The simulated daemon's own logs are not the answer (a run failed by --fail
+        # is logged as an error by the daemon).
+        quiet_logging(level="critical")
         if picture is not None:
             from triggers.timeline import check_destination  # noqa: PLC0415
 
@@ -225,6 +237,7 @@ def simulate(
             pauses=pause or [],
             jumps=jump or [],
             edits=edit or [],
+            failures=fail or [],
         )
         from triggers.simulation import simulate as run  # noqa: PLC0415
 
@@ -315,6 +328,7 @@ def read_scenario(
     pauses: list[str],
     jumps: list[str],
     edits: list[str],
+    failures: Sequence[str] = (),
 ) -> Scenario:
     """The scenario `simulate`'s options describe (forms: `triggers.cli._scenario`).
 
@@ -341,6 +355,7 @@ def read_scenario(
     spans = [forms.span_option(t, option="--down", start=start_at, local=local) for t in downs]
     paused = [forms.pause_option(text, start=start_at, local=local) for text in pauses]
     steps = [forms.jump_option(text, start=start_at, local=local) for text in jumps]
+    failed = [forms.fail_option(text, start=start_at, local=local) for text in failures]
     applied = []
     for text in edits:
         at, edit_file = forms.edit_option(text, start=start_at, local=local)
@@ -356,6 +371,7 @@ def read_scenario(
         pauses=[simulation.Pause(trigger_id=i, start_at=a, end_at=b) for i, a, b in paused],
         jumps=[simulation.ClockJump(at=at, by=by) for at, by in steps],
         edits=applied,
+        failures=[simulation.Failure(trigger_id=i, start_at=a, end_at=b) for i, a, b in failed],
     )
 
 

@@ -6,7 +6,9 @@ Forms (each option but `--from`/`--to` repeatable):
 - `--down T1..T2` no daemon runs from T1 until T2;
 - `--pause ID@T1..T2` ID paused at T1, resumed at T2; `--pause ID@T1..` to the end;
 - `--jump T=+D` / `T=-D` the daemon's clock steps forwards / back by D at T;
-- `--edit T=FILE` FILE's declarations applied at T (as `triggers apply FILE`).
+- `--edit T=FILE` FILE's declarations applied at T (as `triggers apply FILE`);
+- `--fail ID@T` the run of ID that starts at T fails; `--fail ID@T1..T2` every run of
+  ID that starts from T1 to T2 (both included).
 
 `--from` is a time as everywhere (`2027-03-27`, `yesterday`...). `--to` and the
 instants of the events take the same forms, and a relative one counts from
@@ -67,6 +69,24 @@ def pause_option(
         raise InputError(f"--pause {text!r}: expected ID@T1..T2 (or ID@T1.. to the end)")
     first, last = span_option(span, option="--pause", start=start, local=local, open_end=True)
     return trigger_id.strip(), first, last
+
+
+def fail_option(
+    text: str, *, start: datetime, local: bool = False
+) -> tuple[str, datetime, datetime]:
+    """`ID@T` or `ID@T1..T2` as (ID, first start, last start)."""
+    trigger_id, at, when = text.partition("@")
+    if not at or not trigger_id.strip() or not when.strip():
+        raise InputError(f"--fail {text!r}: expected ID@T or ID@T1..T2 (like backup@+1d2h)")
+    option = f"--fail {text!r}"
+    first, dots, last = when.partition("..")
+    if dots and not (first.strip() and last.strip()):
+        raise InputError(f"{option}: expected ID@T or ID@T1..T2 (two times joined by '..')")
+    start_at = instant_option(first, option=option, start=start, local=local)
+    end_at = instant_option(last, option=option, start=start, local=local) if dots else start_at
+    if end_at < start_at:
+        raise InputError(f"{option}: it ends before it starts")
+    return trigger_id.strip(), start_at, end_at
 
 
 def jump_option(text: str, *, start: datetime, local: bool = False) -> tuple[datetime, timedelta]:
