@@ -24,7 +24,8 @@ class _OffsetClock(SystemClock):
         return super().now() + _OFFSET
 
 
-triggers.daemon.SystemClock = _OffsetClock  # type: ignore[misc]
+# The daemon builds its clock from this name (`clock or SystemClock()`).
+triggers.daemon.SystemClock = _OffsetClock  # type: ignore[attr-defined]
 
 if __name__ == "__main__":
     main()
