@@ -8,9 +8,13 @@ from typing import Any, cast
 
 import pytest
 
+from triggers.cli._foresight import stop_text
+from triggers.clock import from_ms
 from triggers.declarations import parse_declarations
 from triggers.errors import DeclarationError
 from triggers.model import AfterSchedule, TriggerSpec, Upstream, describe_schedule
+from triggers.scheduler.forecast import Stop, forecast
+from triggers.scheduler.occurrences import compile_schedule
 
 GOOD = """\
 version: 1
@@ -181,3 +185,19 @@ def test_validate_refuses_bad_upstream_lists(
     [found] = problems_of(_file(*triggers))
     assert (found["file"], found["line"], found["key"]) == ("t.yaml", line, key)
     assert message in found["message"]
+
+
+def test_next_says_when_all_and_any_fire() -> None:
+    found = {t.id: t for t in parse_declarations(GOOD, source="t.yaml").triggers}
+    said = {}
+    for trigger_id in ("both", "either"):
+        trigger = found[trigger_id]
+        schedule = compile_schedule(trigger.schedule, trigger_id=trigger_id)
+        forecast_ = forecast(trigger, schedule, after=from_ms(0), count=5)
+        assert (forecast_.fires, forecast_.stop) == ([], Stop.UPSTREAM)
+        said[trigger_id] = stop_text(forecast_, trigger, None)
+
+    assert said == {
+        "both": "it fires once a (completed) and b (completed) have each run within 6h",
+        "either": "it fires after each run of a (failed) or b (settled)",
+    }
