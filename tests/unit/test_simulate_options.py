@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from triggers.cli._foresight import read_scenario
 from triggers.cli._scenario import (
     duration_option,
     edit_option,
     instant_option,
     jump_option,
     pause_option,
+    read_scenario,
     span_option,
 )
 from triggers.clock import utc

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from triggers.cli._app import app, options
+from triggers.cli._app import app
 from triggers.cli._backend import open_reads
 from triggers.cli._commands import FileArg, declarations_file
 from triggers.cli._common import (
@@ -23,10 +22,10 @@ from triggers.cli._common import (
     quiet_logging,
 )
 from triggers.cli._output import JsonOpt, Output, OutputOpt, emit, table
+from triggers.cli._scenario import read_scenario
 from triggers.clock import iso
 from triggers.documents import next_json
 from triggers.durations import format_duration
-from triggers.errors import InputError
 from triggers.times import parse_time
 
 if TYPE_CHECKING:
@@ -315,63 +314,6 @@ def _draw(scenario: Scenario, result: SimulationResult, path: Path) -> None:
             trigger_zones={spec.id: spec.timezone for spec in scenario.specs},
         ),
         path,
-    )
-
-
-def read_scenario(
-    path: Path,
-    *,
-    start: str,
-    end: str,
-    durations: list[str],
-    downs: list[str],
-    pauses: list[str],
-    jumps: list[str],
-    edits: list[str],
-    failures: Sequence[str] = (),
-) -> Scenario:
-    """The scenario `simulate`'s options describe (forms: `triggers.cli._scenario`).
-
-    Raises:
-        InputError: a missing `--from`/`--to` or an option that does not parse.
-        DeclarationError: FILE, or a file of `--edit`, fails validation.
-    """
-    from triggers import simulation  # noqa: PLC0415
-    from triggers.cli import _scenario as forms  # noqa: PLC0415
-    from triggers.declarations import load_declarations  # noqa: PLC0415
-
-    if not start or not end:
-        raise InputError("simulate needs --from T and --to T (the range to simulate)")
-    local = options.local
-    start_at = forms.instant_option(start, option="--from", start=clock.now(), local=local)
-    end_at = forms.instant_option(end, option="--to", start=start_at, local=local)
-    default, by_id = simulation.DEFAULT_DURATION, {}
-    for text in durations:
-        trigger_id, value = forms.duration_option(text)
-        if trigger_id is None:
-            default = value
-        else:
-            by_id[trigger_id] = value
-    spans = [forms.span_option(t, option="--down", start=start_at, local=local) for t in downs]
-    paused = [forms.pause_option(text, start=start_at, local=local) for text in pauses]
-    steps = [forms.jump_option(text, start=start_at, local=local) for text in jumps]
-    failed = [forms.fail_option(text, start=start_at, local=local) for text in failures]
-    applied = []
-    for text in edits:
-        at, edit_file = forms.edit_option(text, start=start_at, local=local)
-        found = load_declarations(edit_file)
-        applied.append(simulation.Edit(at=at, specs=found.triggers, source=str(edit_file)))
-    return simulation.Scenario(
-        specs=load_declarations(path).triggers,
-        start_at=start_at,
-        end_at=end_at,
-        durations=by_id,
-        default_duration=default,
-        downtimes=[simulation.Downtime(start_at=a, end_at=b) for a, b in spans if b is not None],
-        pauses=[simulation.Pause(trigger_id=i, start_at=a, end_at=b) for i, a, b in paused],
-        jumps=[simulation.ClockJump(at=at, by=by) for at, by in steps],
-        edits=applied,
-        failures=[simulation.Failure(trigger_id=i, start_at=a, end_at=b) for i, a, b in failed],
     )
 
 

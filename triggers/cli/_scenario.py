@@ -19,12 +19,19 @@ declarations (`90s`, `70m`, `1h30m`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from triggers.cli._app import options
+from triggers.cli._common import clock
 from triggers.durations import parse_duration
 from triggers.errors import InputError, InvalidTimeError
 from triggers.times import parse_time
+
+if TYPE_CHECKING:
+    from triggers.simulation import Scenario
 
 
 def duration_option(text: str) -> tuple[str | None, timedelta]:
@@ -121,3 +128,60 @@ def _duration(text: str, *, option: str, zero: bool = False) -> timedelta:
         return parse_duration(text.strip(), allow_zero=zero)
     except ValueError as exc:
         raise InputError(f"{option}: {exc}") from exc
+
+
+def read_scenario(
+    path: Path,
+    *,
+    start: str,
+    end: str,
+    durations: list[str],
+    downs: list[str],
+    pauses: list[str],
+    jumps: list[str],
+    edits: list[str],
+    failures: Sequence[str] = (),
+) -> Scenario:
+    """The scenario `simulate`'s options describe (their forms: above).
+
+    Raises:
+        InputError: a missing `--from`/`--to` or an option that does not parse.
+        DeclarationError: FILE, or a file of `--edit`, fails validation.
+    """
+    # The simulation and the declarations' models load only for a command that uses them.
+    from triggers import simulation  # noqa: PLC0415
+    from triggers.declarations import load_declarations  # noqa: PLC0415
+
+    if not start or not end:
+        raise InputError("simulate needs --from T and --to T (the range to simulate)")
+    local = options.local
+    start_at = instant_option(start, option="--from", start=clock.now(), local=local)
+    end_at = instant_option(end, option="--to", start=start_at, local=local)
+    default, by_id = simulation.DEFAULT_DURATION, {}
+    for text in durations:
+        trigger_id, value = duration_option(text)
+        if trigger_id is None:
+            default = value
+        else:
+            by_id[trigger_id] = value
+    spans = [span_option(t, option="--down", start=start_at, local=local) for t in downs]
+    paused = [pause_option(text, start=start_at, local=local) for text in pauses]
+    steps = [jump_option(text, start=start_at, local=local) for text in jumps]
+    failed = [fail_option(text, start=start_at, local=local) for text in failures]
+    applied = []
+    for text in edits:
+        at, edit_file = edit_option(text, start=start_at, local=local)
+        found = load_declarations(edit_file)
+        applied.append(simulation.Edit(at=at, specs=found.triggers, source=str(edit_file)))
+    return simulation.Scenario(
+        specs=load_declarations(path).triggers,
+        start_at=start_at,
+        end_at=end_at,
+        durations=by_id,
+        default_duration=default,
+        downtimes=[simulation.Downtime(start_at=a, end_at=b) for a, b in spans if b is not None],
+        pauses=[simulation.Pause(trigger_id=i, start_at=a, end_at=b) for i, a, b in paused],
+        jumps=[simulation.ClockJump(at=at, by=by) for at, by in steps],
+        edits=applied,
+        failures=[simulation.Failure(trigger_id=i, start_at=a, end_at=b) for i, a, b in failed],
+    )
