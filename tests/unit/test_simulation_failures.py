@@ -108,3 +108,16 @@ def test_all_waits_for_each_upstream_and_any_fires_on_each() -> None:
         result.records[0].run_id,
         result.records[1].run_id,
     ]
+
+
+def test_a_failure_no_run_starts_within_is_told_apart() -> None:
+    hit = Failure(trigger_id="import", start_at=T0 + 2 * HOUR, end_at=T0 + 2 * HOUR)
+    missed = Failure(trigger_id="import", start_at=T0 + 3 * HOUR, end_at=T0 + 4 * HOUR)
+    scenario = Scenario(
+        specs=CHAIN, start_at=T0, end_at=T0 + DAY, default_duration=MINUTE, failures=[hit, missed]
+    )
+
+    result = simulate(scenario)
+
+    assert result.failed_starts == [("import", T0 + 2 * HOUR)]
+    assert result.unmatched(scenario.failures) == [missed]

@@ -243,6 +243,14 @@ def simulate(
         for warning in [] if shape.machine else scenario.warnings():
             sys.stderr.write(f"warning: {warning}\n")  # for a reader: JSON goes on as it is
         result = run(scenario)
+        for failure in [] if shape.machine else result.unmatched(scenario.failures):
+            span = iso(failure.start_at)
+            if failure.end_at != failure.start_at:
+                span = f"{span}..{iso(failure.end_at)}"
+            sys.stderr.write(
+                f"warning: --fail {failure.trigger_id}@{span}: no run of {failure.trigger_id}"
+                " started then; nothing failed\n"
+            )
         if picture is not None:
             _draw(scenario, result, picture)
         if alerts:

@@ -55,6 +55,8 @@ class SimulatedRunner:
         self._duration = duration
         self._fails = fails
         self._failing: set[str] = set()
+        self.failed_starts: list[tuple[str, datetime]] = []
+        """The runs `fails` failed: their trigger and start, in order."""
         self._failed = RunStatus(state="failed", error=error)
         self._runs: dict[str, RunStatus] = {}
         self._keys: dict[str, tuple[str, tuple[str, str, JsonValue]]] = {}
@@ -91,6 +93,7 @@ class SimulatedRunner:
             runs[run_id] = _ACTIVE
             if self._fails is not None and self._fails(request.trigger_id, now):
                 self._failing.add(run_id)
+                self.failed_starts.append((request.trigger_id, now))
             heapq.heappush(ends, (now + duration(request.trigger_id), started, run_id))
             results.append(RunHandle(run_id=run_id, created=True))
         return results

@@ -170,6 +170,7 @@ class _Simulator:
             end_at=scenario.end_at,
             ticks=self._ticks,
             runs=self.runner.started,
+            failed_starts=list(self.runner.failed_starts),
         )
 
     # -- the daemon's life -----------------------------------------------------------

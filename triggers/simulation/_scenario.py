@@ -206,3 +206,16 @@ class SimulationResult:
     """Scheduler ticks run (a measure of the work done)."""
     runs: int
     """Runs started."""
+    failed_starts: list[tuple[str, datetime]] = field(default_factory=list)
+    """Each run a `Failure` failed: its trigger and its start (elapsed time)."""
+
+    def unmatched(self, failures: Sequence[Failure]) -> list[Failure]:
+        """The failures no run started within (a time given in the wrong zone, say)."""
+        return [
+            failure
+            for failure in failures
+            if not any(
+                trigger_id == failure.trigger_id and failure.start_at <= at <= failure.end_at
+                for trigger_id, at in self.failed_starts
+            )
+        ]
