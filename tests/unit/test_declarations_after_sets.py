@@ -165,6 +165,21 @@ def test_the_single_upstream_form_keeps_its_encoding() -> None:
             "triggers[b].after",
             "outcome goes with trigger",
         ),
+        (
+            ["{id: a, flow: f, every: 1h}", "{id: b, flow: f, after: {alll: [{trigger: a}]}}"],
+            6,
+            "triggers[b].after.alll",
+            "unknown key 'alll' (did you mean 'all'?)",
+        ),
+        (
+            [
+                "{id: a, flow: f, every: 1h}",
+                "{id: b, flow: f, after: {any: [{trigger: a, what: 1}]}}",
+            ],
+            6,
+            "triggers[b].after.any[0].what",
+            "unknown key 'what' (known keys: trigger, outcome)",
+        ),
     ],
     ids=[
         "unknown",
@@ -177,6 +192,8 @@ def test_the_single_upstream_form_keeps_its_encoding() -> None:
         "empty",
         "two-forms",
         "outcome",
+        "misspelled",
+        "unknown-in-list",
     ],
 )
 def test_validate_refuses_bad_upstream_lists(
