@@ -163,6 +163,8 @@ def describe_json(found: TriggerDescription) -> dict[str, Any]:
         "runs_launched": trigger.runs_launched,
         "active_runs": found.active_runs,
         "pool": found.pool.to_json() if found.pool else None,
+        "upstreams": [link.to_json() for link in found.upstreams],
+        "dependents": [link.to_json() for link in found.dependents],
         "created_at": iso(trigger.created_at),
         "updated_at": iso(trigger.updated_at),
         "revisions": [

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from looms_runtime.host import ProcessId
 from triggers import services
 from triggers.alert_rules import AlertRecord
+from triggers.dependency_links import DependencyLink, dependent_links, upstream_links
 from triggers.diffs import FieldChange, declaration_view, field_changes
 from triggers.errors import TriggersError
 from triggers.lifecycle import Lifecycle, lifecycle
@@ -76,6 +77,10 @@ class TriggerDescription:
     """Its newest alerts, each to one channel (none without an outbox to read)."""
     pool: PoolView | None = None
     """The trigger's pool with its use, when it names one."""
+    upstreams: list[DependencyLink] = field(default_factory=list)
+    """What it follows (`after:`) and waits for (`requires:`)."""
+    dependents: list[DependencyLink] = field(default_factory=list)
+    """The live triggers whose `after:` or `requires:` name it."""
 
 
 ALERTS_DESCRIBED = 5
@@ -100,6 +105,7 @@ def describe_trigger(
     entries = audit.entries(AuditQuery(trigger_id=trigger_id, limit=actions))
     entries = sorted([*entries, *applies], key=lambda e: (e.at, e.id or 0), reverse=True)
     next_fires, no_next_fire = _upcoming(trigger, now=now, count=upcoming)
+    stored = [row for row in store.list_triggers() if isinstance(row, Trigger)]
     return TriggerDescription(
         trigger=trigger,
         declaration=declaration_view(trigger.spec),
@@ -115,20 +121,18 @@ def describe_trigger(
         alerts=[]
         if alerts is None
         else alerts(trigger_id=trigger_id, status=None, limit=ALERTS_DESCRIBED),
-        pool=_pool_of(store, trigger),
+        pool=_pool_of(store, trigger, stored),
+        upstreams=upstream_links(trigger.spec),
+        dependents=dependent_links(trigger.id, stored),
     )
 
 
-def _pool_of(store: TriggerReads, trigger: Trigger) -> PoolView | None:
+def _pool_of(store: TriggerReads, trigger: Trigger, stored: list[Trigger]) -> PoolView | None:
     pool = trigger.spec.pool
     if pool is None:
         return None
     members = [
-        row
-        for row in store.list_triggers()
-        if isinstance(row, Trigger)
-        and row.spec.pool is not None
-        and row.spec.pool.name == pool.name
+        row for row in stored if row.spec.pool is not None and row.spec.pool.name == pool.name
     ]
     return next(iter(pool_views(store, members)), None)
 

@@ -24,6 +24,7 @@ _LEVELS = {
     "info": logging.INFO,
     "warning": logging.WARNING,
     "error": logging.ERROR,
+    "critical": logging.CRITICAL,
 }
 
 # syslog(3) priorities, as sd-daemon(3) lists them for the `<N>` line prefix.

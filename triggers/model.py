@@ -1,6 +1,7 @@
 """The domain: declared triggers and flows, stored triggers, occurrences and ledger rows.
 
-Everything here is a frozen value; instants are aware UTC datetimes (`*_at`).
+Everything here is a frozen value; instants are aware UTC datetimes (`*_at`). The
+schedules live in `triggers.schedules` and are exported from here too.
 """
 
 from __future__ import annotations
@@ -11,14 +12,26 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal
 
 from triggers.alert_rules import AlertRule
 from triggers.clock import from_ms, iso, iso_key, to_ms
 from triggers.durations import format_duration
-
-JsonValue: TypeAlias = Any
-"""A JSON-serialisable value (dicts, lists, str, int, float, bool, None)."""
+from triggers.schedules import (
+    DEPENDENCY_OUTCOMES,
+    AfterSchedule,
+    AtSchedule,
+    CalendarSchedule,
+    CronSchedule,
+    EverySchedule,
+    Join,
+    JsonValue,
+    Schedule,
+    Upstream,
+    describe_schedule,
+    schedule_from_json,
+    schedule_to_json,
+)
 
 
 class Overlap(enum.StrEnum):
@@ -99,70 +112,6 @@ class Catchup:
     window: timedelta = timedelta(days=1)
     grace: timedelta = timedelta(minutes=1)
 
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CronSchedule:
-    """A cron expression, evaluated in the trigger's time zone."""
-
-    expression: str
-    kind: Literal["cron"] = "cron"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class EverySchedule:
-    """A fixed interval of elapsed time, anchored at `start` (default: the Unix epoch)."""
-
-    interval: timedelta
-    start: datetime | None = None
-    kind: Literal["every"] = "every"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CalendarSchedule:
-    """A calendar interval (years/months/weeks/days) at a wall-clock time, DST-aware."""
-
-    years: int = 0
-    months: int = 0
-    weeks: int = 0
-    days: int = 0
-    day: int | None = None
-    hour: int = 0
-    minute: int = 0
-    second: int = 0
-    start: datetime | None = None
-    kind: Literal["calendar"] = "calendar"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AtSchedule:
-    """One instant."""
-
-    at: datetime
-    kind: Literal["at"] = "at"
-
-
-DEPENDENCY_OUTCOMES = ("completed", "failed", "settled")
-"""The outcomes of an upstream run that `after:` may wait for (`settled`: either)."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AfterSchedule:
-    """No instants of its own: an occurrence per settled run of the trigger `upstream`
-    whose outcome matches `outcome` (`completed`, `failed`, or `settled`: any end,
-    cancelled included)."""
-
-    upstream: str
-    outcome: str = "completed"
-    kind: Literal["after"] = "after"
-
-    def matches(self, outcome: str) -> bool:
-        """Whether an upstream run that settled `outcome` fires the dependent trigger."""
-        if self.outcome == "settled":
-            return outcome in ("completed", "failed", "cancelled")
-        return outcome == self.outcome
-
-
-Schedule: TypeAlias = CronSchedule | EverySchedule | CalendarSchedule | AtSchedule | AfterSchedule
 
 WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 """Weekday names as declarations write them, Monday first (`date.weekday()` order)."""
@@ -350,7 +299,7 @@ class TriggerSpec:
             "id": self.id,
             "flow": self.flow,
             "flow_version": self.flow_version,
-            "schedule": _schedule_to_json(self.schedule),
+            "schedule": schedule_to_json(self.schedule),
             "timezone": self.timezone,
             "overlap": self.overlap.value,
             "max_active": self.max_active,
@@ -393,7 +342,7 @@ class TriggerSpec:
             id=data["id"],
             flow=data["flow"],
             flow_version=data["flow_version"],
-            schedule=_schedule_from_json(data["schedule"]),
+            schedule=schedule_from_json(data["schedule"]),
             timezone=data["timezone"],
             overlap=Overlap(data["overlap"]),
             max_active=int(data["max_active"]),
@@ -477,13 +426,24 @@ class FireRecord:
     """With reason `blocked`: the run that blocked this occurrence."""
     reason_detail: str | None = None
     """What the reason names: with `calendar`, the calendar and the day's name."""
+    upstream_runs: tuple[str, ...] = ()
+    """An `after: {all: ...}` occurrence: every upstream run it used, in the order of
+    its upstreams (empty for the other forms, which use one run)."""
 
     @property
     def upstream_run_id(self) -> str | None:
-        """A dependent trigger's occurrence: the upstream run that caused it."""
+        """A dependent trigger's occurrence: the upstream run that caused it (for
+        `all:`, the run whose settlement completed the set)."""
         if self.manual_key.startswith(AFTER_KEY_PREFIX):
             return self.manual_key.removeprefix(AFTER_KEY_PREFIX)
         return None
+
+    @property
+    def upstream_run_ids(self) -> list[str]:
+        """Every upstream run the occurrence used: `upstream_runs`, or the one run."""
+        if self.upstream_runs:
+            return list(self.upstream_runs)
+        return [] if self.upstream_run_id is None else [self.upstream_run_id]
 
     def to_json(self) -> dict[str, Any]:
         """The row as `history --json` prints it (and `triggers.timeline` draws it)."""
@@ -507,6 +467,7 @@ class FireRecord:
             "blocked_by": self.blocked_by,
             "reason_detail": self.reason_detail,
             "upstream_run_id": self.upstream_run_id,
+            "upstream_run_ids": self.upstream_run_ids,
         }
 
 
@@ -530,9 +491,9 @@ AFTER_KEY_PREFIX = "after:"
 """The `manual_key` of a dependent trigger's occurrence: `after:{upstream run id}`."""
 
 
-def upstream_of(spec: TriggerSpec) -> str | None:
-    """The trigger whose settled runs `spec` follows (`after:`), or None."""
-    return spec.schedule.upstream if isinstance(spec.schedule, AfterSchedule) else None
+def upstreams_of(spec: TriggerSpec) -> tuple[str, ...]:
+    """The triggers whose settled runs `spec` follows (`after:`), none for a scheduled one."""
+    return spec.schedule.triggers if isinstance(spec.schedule, AfterSchedule) else ()
 
 
 def upstream_key(run_id: str) -> str:
@@ -558,84 +519,36 @@ def _opt_dt(ms: int | None) -> datetime | None:
     return None if ms is None else from_ms(ms)
 
 
-def _schedule_to_json(schedule: Schedule) -> dict[str, JsonValue]:
-    match schedule:
-        case CronSchedule(expression=expression):
-            return {"kind": "cron", "expression": expression}
-        case EverySchedule(interval=interval, start=start):
-            return {
-                "kind": "every",
-                "interval_s": interval.total_seconds(),
-                "start": _opt_ms(start),
-            }
-        case CalendarSchedule():
-            return {
-                "kind": "calendar",
-                "years": schedule.years,
-                "months": schedule.months,
-                "weeks": schedule.weeks,
-                "days": schedule.days,
-                "day": schedule.day,
-                "hour": schedule.hour,
-                "minute": schedule.minute,
-                "second": schedule.second,
-                "start": _opt_ms(schedule.start),
-            }
-        case AtSchedule(at=at):
-            return {"kind": "at", "at": to_ms(at)}
-        case AfterSchedule(upstream=upstream, outcome=outcome):
-            return {"kind": "after", "trigger": upstream, "outcome": outcome}
-
-
-def _schedule_from_json(data: Mapping[str, JsonValue]) -> Schedule:
-    kind = data["kind"]
-    if kind == "cron":
-        return CronSchedule(expression=data["expression"])
-    if kind == "every":
-        return EverySchedule(
-            interval=timedelta(seconds=data["interval_s"]), start=_opt_dt(data["start"])
-        )
-    if kind == "calendar":
-        return CalendarSchedule(
-            years=data["years"],
-            months=data["months"],
-            weeks=data["weeks"],
-            days=data["days"],
-            day=data["day"],
-            hour=data["hour"],
-            minute=data["minute"],
-            second=data["second"],
-            start=_opt_dt(data["start"]),
-        )
-    if kind == "at":
-        return AtSchedule(at=from_ms(data["at"]))
-    if kind == "after":
-        return AfterSchedule(upstream=data["trigger"], outcome=data["outcome"])
-    raise ValueError(f"unknown schedule kind {kind!r}")
-
-
-def describe_schedule(schedule: Schedule) -> str:
-    """A short human form: `cron 30 2 * * *`, `every 90s`, `at 2027-01-01T00:00:00Z`."""
-    match schedule:
-        case CronSchedule(expression=expression):
-            return f"cron {expression}"
-        case EverySchedule(interval=interval):
-            return f"every {format_duration(interval)}"
-        case CalendarSchedule():
-            parts = [
-                f"{value}{unit}"
-                for value, unit in (
-                    (schedule.years, "y"),
-                    (schedule.months, "mo"),
-                    (schedule.weeks, "w"),
-                    (schedule.days, "d"),
-                )
-                if value
-            ]
-            day = f" day {schedule.day}" if schedule.day else ""
-            clock = f"{schedule.hour:02d}:{schedule.minute:02d}:{schedule.second:02d}"
-            return f"calendar every {' '.join(parts)}{day} at {clock}"
-        case AtSchedule(at=at):
-            return f"at {iso_key(at)}"
-        case AfterSchedule(upstream=upstream, outcome=outcome):
-            return f"after {upstream} {outcome}"
+__all__ = [
+    "AFTER_KEY_PREFIX",
+    "DEPENDENCY_OUTCOMES",
+    "WEEKDAYS",
+    "Action",
+    "AfterSchedule",
+    "AtSchedule",
+    "CalendarSchedule",
+    "CalendarSpec",
+    "Catchup",
+    "CatchupPolicy",
+    "CronSchedule",
+    "EverySchedule",
+    "FireRecord",
+    "FlowSpec",
+    "HolidayRule",
+    "Join",
+    "JsonValue",
+    "Outcome",
+    "Overlap",
+    "PoolSpec",
+    "Reason",
+    "Requirement",
+    "RunStatus",
+    "Schedule",
+    "Trigger",
+    "TriggerSpec",
+    "Upstream",
+    "describe_schedule",
+    "idempotency_key",
+    "upstream_key",
+    "upstreams_of",
+]

@@ -47,9 +47,9 @@ def store(any_store: TriggerStore) -> TriggerStore:
     store.apply(
         [
             UPSTREAM,
-            spec("report", schedule=AfterSchedule(upstream="import", outcome="completed")),
-            spec("alarm", schedule=AfterSchedule(upstream="import", outcome="failed")),
-            spec("audit", schedule=AfterSchedule(upstream="import", outcome="settled")),
+            spec("report", schedule=AfterSchedule.of("import", "completed")),
+            spec("alarm", schedule=AfterSchedule.of("import", "failed")),
+            spec("audit", schedule=AfterSchedule.of("import", "settled")),
         ],
         now=T0,
     )
@@ -168,8 +168,8 @@ def test_a_dependent_launches_by_its_overlap_policy(store: TriggerStore) -> None
     store.apply(
         [
             UPSTREAM,
-            spec("report", schedule=AfterSchedule(upstream="import")),
-            spec("queued", schedule=AfterSchedule(upstream="import"), overlap=Overlap.BUFFER),
+            spec("report", schedule=AfterSchedule.of("import")),
+            spec("queued", schedule=AfterSchedule.of("import"), overlap=Overlap.BUFFER),
         ],
         now=at(0),
     )
@@ -201,7 +201,7 @@ def test_a_dependent_launches_by_its_overlap_policy(store: TriggerStore) -> None
 
 
 def test_a_retired_dependent_is_given_nothing(store: TriggerStore) -> None:
-    store.apply([UPSTREAM, spec("alarm", schedule=AfterSchedule(upstream="import"))], now=T0)
+    store.apply([UPSTREAM, spec("alarm", schedule=AfterSchedule.of("import"))], now=T0)
     run_import(store, 1, "run-1")
     settle(store, "run-1", 2)
 

@@ -80,3 +80,62 @@ def test_three_daemons_with_a_kill_fire_the_dependent_once_per_upstream_run(
     )
     # The upstream's runs were launched (and so settled) by several daemons.
     assert len({r["host"] for r in imports if r["outcome"] == "completed"}) >= 2
+
+
+SETS = textwrap.dedent(
+    """\
+    version: 1
+    flows:
+      ok: {steps: [{id: work, run: [/bin/true]}]}
+    triggers:
+      - {id: a, flow: ok, every: 1s}
+      - {id: b, flow: ok, every: 1s}
+      - id: both
+        flow: ok
+        after: {all: [{trigger: a}, {trigger: b}], within: 1h}
+        overlap: buffer_all
+      - id: either
+        flow: ok
+        after: {any: [{trigger: a}, {trigger: b}]}
+        overlap: buffer_all
+    """
+)
+
+
+def _sets(cli: Cli, minimum: int) -> list[dict[str, Any]] | None:
+    rows = _history(cli)
+    if rows is None:
+        return None
+    done = [r for r in rows if r["trigger_id"] == "both" and r["outcome"] == "completed"]
+    return rows if len(done) >= minimum else None
+
+
+def test_three_daemons_with_a_kill_use_each_upstream_run_once_for_all_and_any(
+    pg_database_url: str, tmp_path: Path
+) -> None:
+    config = tmp_path / "triggers.yaml"
+    config.write_text(SETS)
+    clis = three_daemons_with_a_kill(pg_database_url, tmp_path, config, _sets, (3, 8, 12), "sets")
+    rows = _history(clis[0])
+    assert rows is not None
+    completed = {
+        name: {r["run_id"] for r in rows if r["trigger_id"] == name and r["outcome"] == "completed"}
+        for name in ("a", "b")
+    }
+    both = [r for r in rows if r["trigger_id"] == "both"]
+    used = Counter(run for r in both for run in r["upstream_run_ids"])
+    # Every set is one completed run of a and one of b, the last of them its key ...
+    for row in both:
+        first, second = row["upstream_run_ids"]
+        assert first in completed["a"], row
+        assert second in completed["b"], row
+        assert row["upstream_run_id"] in (first, second)
+        assert row["idempotency_key"] == f"both:after:{row['upstream_run_id']}"
+    # ... each run in one set at most, and none lost: with nothing leaving the window,
+    # the runs pair off until one trigger has none left.
+    assert set(used.values()) == {1}
+    assert len(both) == min(len(completed["a"]), len(completed["b"]))
+    # `any`: every completed run of either upstream, once.
+    either = Counter(r["upstream_run_id"] for r in rows if r["trigger_id"] == "either")
+    assert set(either) == completed["a"] | completed["b"]
+    assert set(either.values()) == {1}

@@ -100,6 +100,28 @@ def test_the_declarations_in_force_become_their_first_kept_revision(empty_db: Da
     assert [tuple(row) for row in rows] == [("a", 3, "d3", 42)]
 
 
+def test_the_dependents_of_the_single_upstream_form_are_listed_by_their_upstream(
+    empty_db: Database,
+) -> None:
+    upgrade(empty_db, "0013")
+    with empty_db.write() as conn:
+        conn.execute(
+            sa.text(
+                "INSERT INTO triggers (id, revision, digest, declaration, enabled, "
+                "watermark_at, created_at, updated_at, upstream) "
+                "VALUES ('report', 1, 'd1', :declaration, true, 0, 0, 0, 'import'), "
+                "('import', 1, 'd2', :declaration, true, 0, 0, 0, NULL)"
+            ),
+            {"declaration": '{"id": "x"}'},
+        )
+    upgrade(empty_db)
+    with empty_db.engine.connect() as conn:
+        rows = conn.execute(sa.text("SELECT trigger_id, upstream FROM trigger_upstreams")).all()
+    assert [tuple(row) for row in rows] == [("report", "import")]
+    downgrade(empty_db, "0013")
+    assert "trigger_upstreams" not in _tables(empty_db)
+
+
 def test_downtime_arrives_empty_beside_the_heartbeats_and_leaves_them_be(
     empty_db: Database,
 ) -> None:

@@ -41,17 +41,17 @@ def problems_of(text: str) -> list[dict[str, Any]]:
 def test_after_is_a_schedule_kind_that_round_trips() -> None:
     found = {t.id: t for t in parse_declarations(GOOD, source="t.yaml").triggers}
 
-    assert found["report"].schedule == AfterSchedule(upstream="nightly-import", outcome="completed")
-    assert found["cleanup"].schedule == AfterSchedule(upstream="report", outcome="settled")
-    assert found["alarm"].schedule == AfterSchedule(upstream="nightly-import", outcome="failed")
-    assert found["plain"].schedule == AfterSchedule(upstream="nightly-import", outcome="completed")
+    assert found["report"].schedule == AfterSchedule.of("nightly-import", "completed")
+    assert found["cleanup"].schedule == AfterSchedule.of("report", "settled")
+    assert found["alarm"].schedule == AfterSchedule.of("nightly-import", "failed")
+    assert found["plain"].schedule == AfterSchedule.of("nightly-import", "completed")
     assert describe_schedule(found["cleanup"].schedule) == "after report settled"
     for trigger in found.values():
         assert TriggerSpec.from_json(trigger.to_json()) == trigger
 
 
 def test_a_dependent_trigger_owes_no_instant() -> None:
-    schedule = compile_schedule(AfterSchedule(upstream="a"), trigger_id="b")
+    schedule = compile_schedule(AfterSchedule.of("a"), trigger_id="b")
     assert next_occurrences(schedule, after=from_ms(0), count=3) == []
 
 
@@ -64,9 +64,9 @@ def test_a_dependent_trigger_owes_no_instant() -> None:
     ],
 )
 def test_which_upstream_outcomes_fire(outcome: str, fires_on: set[str]) -> None:
-    schedule = AfterSchedule(upstream="a", outcome=outcome)
+    schedule = AfterSchedule.of("a", outcome)
     every = {"completed", "failed", "cancelled", "skipped", "missed", "launched", "superseded"}
-    assert {o for o in every if schedule.matches(o)} == fires_on
+    assert {o for o in every if schedule.matches("a", o)} == fires_on
 
 
 def _file(*triggers: str) -> str:
@@ -127,8 +127,8 @@ def _file(*triggers: str) -> str:
         (
             ["{id: a, flow: f, every: 1h}", "{id: b, flow: f, after: {outcome: failed}}"],
             6,
-            "triggers[b].after.trigger",
-            "missing required key 'trigger'",
+            "triggers[b].after",
+            "needs its upstream: trigger, or a list under all or any",
         ),
     ],
     ids=[

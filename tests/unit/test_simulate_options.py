@@ -8,18 +8,18 @@ from pathlib import Path
 
 import pytest
 
-from triggers.cli._foresight import read_scenario
 from triggers.cli._scenario import (
     duration_option,
     edit_option,
     instant_option,
     jump_option,
     pause_option,
+    read_scenario,
     span_option,
 )
 from triggers.clock import utc
 from triggers.errors import ExitCode, InputError
-from triggers.simulation import ClockJump, Downtime, Pause, Scenario
+from triggers.simulation import ClockJump, Downtime, Failure, Pause, Scenario
 
 START = utc(2027, 3, 27)
 HOUR = timedelta(hours=1)
@@ -149,6 +149,7 @@ def _scenario(tmp_path: Path, **options: list[str]) -> Scenario:
         "pauses": [],
         "jumps": [],
         "edits": [],
+        "failures": [],
         **options,
     }
     return read_scenario(path, start="2027-03-27T00:00:00Z", end="+3d", **values)
@@ -194,8 +195,14 @@ def test_the_default_duration_is_none(tmp_path: Path) -> None:
         ({"durations": ["nightly=70m"]}, "--duration nightly=...: no trigger 'nightly'"),
         ({"pauses": ["nightly@+1h..+2h"]}, "--pause nightly@...: no trigger 'nightly'"),
         ({"jumps": ["+1h=+1h", "+2h=-0.0005s"]}, "--jump '+2h=-0.0005s': duration"),
+        ({"failures": ["nightly@+1h"]}, "--fail nightly@...: no trigger 'nightly'"),
     ],
-    ids=["duration-of-an-unknown-trigger", "pause-of-an-unknown-trigger", "a-jump-below-a-ms"],
+    ids=[
+        "duration-of-an-unknown-trigger",
+        "pause-of-an-unknown-trigger",
+        "a-jump-below-a-ms",
+        "fail-of-an-unknown-trigger",
+    ],
 )
 def test_a_scenario_naming_what_is_not_there_is_refused(
     tmp_path: Path, options: dict[str, list[str]], says: str
@@ -212,3 +219,33 @@ def test_a_range_that_ends_before_it_starts_is_refused(tmp_path: Path) -> None:
     )
     with pytest.raises(InputError, match=r"--to \(.*\) must be after --from"):
         scenario.check()
+
+
+def test_fail_takes_one_start_or_a_range_of_starts(tmp_path: Path) -> None:
+    scenario = _scenario(tmp_path, failures=["backup@+1h", "report@2027-03-28T00:00:00Z..+1d12h"])
+
+    assert scenario.failures == [
+        Failure(trigger_id="backup", start_at=START + HOUR, end_at=START + HOUR),
+        Failure(trigger_id="report", start_at=START + timedelta(days=1), end_at=START + 36 * HOUR),
+    ]
+    assert scenario.fails("backup", START + HOUR)
+    assert not scenario.fails("backup", START + 2 * HOUR)
+    assert not scenario.fails("report", START + HOUR)
+    assert scenario.fails("report", START + timedelta(days=1))
+    assert scenario.fails("report", START + 36 * HOUR)
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        ("backup", "--fail 'backup': expected ID@T or ID@T1..T2"),
+        ("@+1h", "--fail '@+1h': expected ID@T or ID@T1..T2"),
+        ("backup@", "--fail 'backup@': expected ID@T or ID@T1..T2"),
+        ("backup@soon", "--fail 'backup@soon': cannot parse time 'soon'"),
+        ("backup@+2h..+1h", "--fail 'backup@+2h..+1h': it ends before it starts"),
+    ],
+    ids=["no-at", "no-id", "no-time", "bad-time", "backwards"],
+)
+def test_a_bad_fail_is_refused_naming_the_option(tmp_path: Path, value: str, says: str) -> None:
+    with pytest.raises(InputError, match=re.escape(says)):
+        _scenario(tmp_path, failures=[value])

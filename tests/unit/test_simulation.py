@@ -293,9 +293,9 @@ def test_a_chain_of_dependent_triggers_runs_each_after_the_one_before() -> None:
         Scenario(
             specs=[
                 spec("import", cron="0 2 * * *"),
-                spec("report", schedule=AfterSchedule(upstream="import")),
-                spec("cleanup", schedule=AfterSchedule(upstream="report", outcome="settled")),
-                spec("page", schedule=AfterSchedule(upstream="import", outcome="failed")),
+                spec("report", schedule=AfterSchedule.of("import")),
+                spec("cleanup", schedule=AfterSchedule.of("report", "settled")),
+                spec("page", schedule=AfterSchedule.of("import", "failed")),
             ],
             start_at=T0,
             end_at=T0 + 2 * DAY,

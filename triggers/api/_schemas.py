@@ -147,7 +147,14 @@ class FireRow(Document):
     )
     upstream_run_id: str | None = Field(
         default=None,
-        description="A dependent trigger's (`after:`) occurrence: the upstream run that caused it.",
+        description=(
+            "A dependent trigger's (`after:`) occurrence: the upstream run that caused it "
+            "(for `after: {all: ...}`, the run that completed the set)."
+        ),
+    )
+    upstream_run_ids: list[str] = Field(
+        default_factory=list,
+        description="Every upstream run the occurrence used: the set for `all:`, else the one run.",
     )
 
 
@@ -265,6 +272,14 @@ class TriggerDescription(Document):
     runs_launched: int
     active_runs: list[str]
     pool: PoolRow | None
+    upstreams: list[DependencyRow] = Field(
+        default_factory=list,
+        description="What it follows (`after:`) and waits for (`requires:`).",
+    )
+    dependents: list[DependencyRow] = Field(
+        default_factory=list,
+        description="The live triggers whose `after:` or `requires:` name it.",
+    )
     created_at: Instant
     updated_at: Instant
     revisions: list[RevisionRow]
@@ -272,6 +287,18 @@ class TriggerDescription(Document):
     next_fires: list[NextFire]
     no_next_fire_reason: str | None
     actions: list[AuditRow]
+
+
+class DependencyRow(Document):
+    trigger: str = Field(description="The trigger at the other end of the dependency.")
+    via: str = Field(description="`after` or `requires`.")
+    outcome: str = Field(description="The outcome awaited: `completed`, `failed` or `settled`.")
+    join: str | None = Field(
+        description="`after:`'s form (`one`, `all`, `any`); null for requires."
+    )
+    within_s: float | None = Field(
+        description="`after: {all: ...}`'s window or `requires:`'s `since`, in seconds."
+    )
 
 
 class Fired(Document):

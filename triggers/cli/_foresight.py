@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from triggers.cli._app import app, options
+from triggers.cli._app import app
 from triggers.cli._backend import open_reads
 from triggers.cli._commands import FileArg, declarations_file
 from triggers.cli._common import (
@@ -22,10 +22,10 @@ from triggers.cli._common import (
     quiet_logging,
 )
 from triggers.cli._output import JsonOpt, Output, OutputOpt, emit, table
+from triggers.cli._scenario import read_scenario
 from triggers.clock import iso
 from triggers.documents import next_json
 from triggers.durations import format_duration
-from triggers.errors import InputError
 from triggers.times import parse_time
 
 if TYPE_CHECKING:
@@ -122,8 +122,15 @@ def stop_text(found: Forecast, spec: TriggerSpec, trigger: Trigger | None) -> st
         )
         return f"max_runs {spec.max_runs} reached ({so_far})"
     if stop is Stop.UPSTREAM and isinstance(spec.schedule, AfterSchedule):
-        upstream = spec.schedule
-        return f"it fires after each {upstream.outcome} run of {upstream.upstream}"
+        after = spec.schedule
+        listed = [f"{u.trigger} ({u.outcome})" for u in after.upstreams]
+        if after.join == "all":
+            within = format_duration(after.within) if after.within else "its window"
+            return f"it fires once {' and '.join(listed)} have each run within {within}"
+        if after.join == "any":
+            return f"it fires after each run of {' or '.join(listed)}"
+        upstream = after.upstreams[0]
+        return f"it fires after each {upstream.outcome} run of {upstream.trigger}"
     if spec.end_at is not None:
         return f"its schedule ended (end: {iso(spec.end_at)})"
     return "its schedule has no occurrence left"
@@ -188,6 +195,15 @@ def simulate(
             show_default=False,
         ),
     ] = None,
+    fail: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--fail",
+            metavar="ID@T",
+            help="ID's run starting at T fails (ID@T1..T2: each starting then).",
+            show_default=False,
+        ),
+    ] = None,
     alerts: Annotated[
         bool,
         typer.Option(
@@ -204,7 +220,9 @@ def simulate(
     """
     shape = output_of(as_json, output)
     with errors(shape):
-        quiet_logging(level="error")  # the simulated daemon's own logs are not the answer
+        # The simulated daemon's own logs are not the answer (a run failed by --fail
+        # is logged as an error by the daemon).
+        quiet_logging(level="critical")
         if picture is not None:
             from triggers.timeline import check_destination  # noqa: PLC0415
 
@@ -218,12 +236,21 @@ def simulate(
             pauses=pause or [],
             jumps=jump or [],
             edits=edit or [],
+            failures=fail or [],
         )
         from triggers.simulation import simulate as run  # noqa: PLC0415
 
         for warning in [] if shape.machine else scenario.warnings():
             sys.stderr.write(f"warning: {warning}\n")  # for a reader: JSON goes on as it is
         result = run(scenario)
+        for failure in [] if shape.machine else result.unmatched(scenario.failures):
+            span = iso(failure.start_at)
+            if failure.end_at != failure.start_at:
+                span = f"{span}..{iso(failure.end_at)}"
+            sys.stderr.write(
+                f"warning: --fail {failure.trigger_id}@{span}: no run of {failure.trigger_id}"
+                " started then; nothing failed\n"
+            )
         if picture is not None:
             _draw(scenario, result, picture)
         if alerts:
@@ -295,60 +322,6 @@ def _draw(scenario: Scenario, result: SimulationResult, path: Path) -> None:
             trigger_zones={spec.id: spec.timezone for spec in scenario.specs},
         ),
         path,
-    )
-
-
-def read_scenario(
-    path: Path,
-    *,
-    start: str,
-    end: str,
-    durations: list[str],
-    downs: list[str],
-    pauses: list[str],
-    jumps: list[str],
-    edits: list[str],
-) -> Scenario:
-    """The scenario `simulate`'s options describe (forms: `triggers.cli._scenario`).
-
-    Raises:
-        InputError: a missing `--from`/`--to` or an option that does not parse.
-        DeclarationError: FILE, or a file of `--edit`, fails validation.
-    """
-    from triggers import simulation  # noqa: PLC0415
-    from triggers.cli import _scenario as forms  # noqa: PLC0415
-    from triggers.declarations import load_declarations  # noqa: PLC0415
-
-    if not start or not end:
-        raise InputError("simulate needs --from T and --to T (the range to simulate)")
-    local = options.local
-    start_at = forms.instant_option(start, option="--from", start=clock.now(), local=local)
-    end_at = forms.instant_option(end, option="--to", start=start_at, local=local)
-    default, by_id = simulation.DEFAULT_DURATION, {}
-    for text in durations:
-        trigger_id, value = forms.duration_option(text)
-        if trigger_id is None:
-            default = value
-        else:
-            by_id[trigger_id] = value
-    spans = [forms.span_option(t, option="--down", start=start_at, local=local) for t in downs]
-    paused = [forms.pause_option(text, start=start_at, local=local) for text in pauses]
-    steps = [forms.jump_option(text, start=start_at, local=local) for text in jumps]
-    applied = []
-    for text in edits:
-        at, edit_file = forms.edit_option(text, start=start_at, local=local)
-        found = load_declarations(edit_file)
-        applied.append(simulation.Edit(at=at, specs=found.triggers, source=str(edit_file)))
-    return simulation.Scenario(
-        specs=load_declarations(path).triggers,
-        start_at=start_at,
-        end_at=end_at,
-        durations=by_id,
-        default_duration=default,
-        downtimes=[simulation.Downtime(start_at=a, end_at=b) for a, b in spans if b is not None],
-        pauses=[simulation.Pause(trigger_id=i, start_at=a, end_at=b) for i, a, b in paused],
-        jumps=[simulation.ClockJump(at=at, by=by) for at, by in steps],
-        edits=applied,
     )
 
 

@@ -6,7 +6,9 @@ Forms (each option but `--from`/`--to` repeatable):
 - `--down T1..T2` no daemon runs from T1 until T2;
 - `--pause ID@T1..T2` ID paused at T1, resumed at T2; `--pause ID@T1..` to the end;
 - `--jump T=+D` / `T=-D` the daemon's clock steps forwards / back by D at T;
-- `--edit T=FILE` FILE's declarations applied at T (as `triggers apply FILE`).
+- `--edit T=FILE` FILE's declarations applied at T (as `triggers apply FILE`);
+- `--fail ID@T` the run of ID that starts at T fails; `--fail ID@T1..T2` every run of
+  ID that starts from T1 to T2 (both included).
 
 `--from` is a time as everywhere (`2027-03-27`, `yesterday`...). `--to` and the
 instants of the events take the same forms, and a relative one counts from
@@ -17,12 +19,19 @@ declarations (`90s`, `70m`, `1h30m`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from triggers.cli._app import options
+from triggers.cli._common import clock
 from triggers.durations import parse_duration
 from triggers.errors import InputError, InvalidTimeError
 from triggers.times import parse_time
+
+if TYPE_CHECKING:
+    from triggers.simulation import Scenario
 
 
 def duration_option(text: str) -> tuple[str | None, timedelta]:
@@ -69,6 +78,24 @@ def pause_option(
     return trigger_id.strip(), first, last
 
 
+def fail_option(
+    text: str, *, start: datetime, local: bool = False
+) -> tuple[str, datetime, datetime]:
+    """`ID@T` or `ID@T1..T2` as (ID, first start, last start)."""
+    trigger_id, at, when = text.partition("@")
+    if not at or not trigger_id.strip() or not when.strip():
+        raise InputError(f"--fail {text!r}: expected ID@T or ID@T1..T2 (like backup@+1d2h)")
+    option = f"--fail {text!r}"
+    first, dots, last = when.partition("..")
+    if dots and not (first.strip() and last.strip()):
+        raise InputError(f"{option}: expected ID@T or ID@T1..T2 (two times joined by '..')")
+    start_at = instant_option(first, option=option, start=start, local=local)
+    end_at = instant_option(last, option=option, start=start, local=local) if dots else start_at
+    if end_at < start_at:
+        raise InputError(f"{option}: it ends before it starts")
+    return trigger_id.strip(), start_at, end_at
+
+
 def jump_option(text: str, *, start: datetime, local: bool = False) -> tuple[datetime, timedelta]:
     """`T=+D` (forwards) or `T=-D` (back) as (T, the signed step)."""
     when, equals, step = text.rpartition("=")
@@ -101,3 +128,60 @@ def _duration(text: str, *, option: str, zero: bool = False) -> timedelta:
         return parse_duration(text.strip(), allow_zero=zero)
     except ValueError as exc:
         raise InputError(f"{option}: {exc}") from exc
+
+
+def read_scenario(
+    path: Path,
+    *,
+    start: str,
+    end: str,
+    durations: list[str],
+    downs: list[str],
+    pauses: list[str],
+    jumps: list[str],
+    edits: list[str],
+    failures: Sequence[str] = (),
+) -> Scenario:
+    """The scenario `simulate`'s options describe (their forms: above).
+
+    Raises:
+        InputError: a missing `--from`/`--to` or an option that does not parse.
+        DeclarationError: FILE, or a file of `--edit`, fails validation.
+    """
+    # The simulation and the declarations' models load only for a command that uses them.
+    from triggers import simulation  # noqa: PLC0415
+    from triggers.declarations import load_declarations  # noqa: PLC0415
+
+    if not start or not end:
+        raise InputError("simulate needs --from T and --to T (the range to simulate)")
+    local = options.local
+    start_at = instant_option(start, option="--from", start=clock.now(), local=local)
+    end_at = instant_option(end, option="--to", start=start_at, local=local)
+    default, by_id = simulation.DEFAULT_DURATION, {}
+    for text in durations:
+        trigger_id, value = duration_option(text)
+        if trigger_id is None:
+            default = value
+        else:
+            by_id[trigger_id] = value
+    spans = [span_option(t, option="--down", start=start_at, local=local) for t in downs]
+    paused = [pause_option(text, start=start_at, local=local) for text in pauses]
+    steps = [jump_option(text, start=start_at, local=local) for text in jumps]
+    failed = [fail_option(text, start=start_at, local=local) for text in failures]
+    applied = []
+    for text in edits:
+        at, edit_file = edit_option(text, start=start_at, local=local)
+        found = load_declarations(edit_file)
+        applied.append(simulation.Edit(at=at, specs=found.triggers, source=str(edit_file)))
+    return simulation.Scenario(
+        specs=load_declarations(path).triggers,
+        start_at=start_at,
+        end_at=end_at,
+        durations=by_id,
+        default_duration=default,
+        downtimes=[simulation.Downtime(start_at=a, end_at=b) for a, b in spans if b is not None],
+        pauses=[simulation.Pause(trigger_id=i, start_at=a, end_at=b) for i, a, b in paused],
+        jumps=[simulation.ClockJump(at=at, by=by) for at, by in steps],
+        edits=applied,
+        failures=[simulation.Failure(trigger_id=i, start_at=a, end_at=b) for i, a, b in failed],
+    )

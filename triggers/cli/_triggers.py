@@ -146,13 +146,7 @@ def _describevalue_text(found: TriggerDescription, *, now: datetime) -> None:
         write(f"  blocked by run {trigger.blocked_by} (waiting for an operator: runs show)\n")
     if found.active_runs:
         write(f"  active runs: {', '.join(found.active_runs)}\n")
-    if found.pool is not None:
-        pool = found.pool
-        waiting = f", {pool.waiting} waiting" if pool.waiting else ""
-        write(
-            f"  pool {pool.name}: {pool.active} of {pool.slots} slots in use{waiting}"
-            f" (members: {', '.join(pool.members)})\n"
-        )
+    _relations_text(found)
     write(
         f"  decided up to {shown(trigger.watermark_at)}; {trigger.runs_launched} launched by its"
         " schedule (what max_runs counts; manual fires and backfills are not counted)\n"
@@ -201,6 +195,22 @@ def _describevalue_text(found: TriggerDescription, *, now: datetime) -> None:
             f"  {shown(alert.created_at)}  {alert.event} to {alert.channel}: {alert.status}"
             f" after {alert.attempts} attempt{'' if alert.attempts == 1 else 's'}{said}\n"
         )
+
+
+def _relations_text(found: TriggerDescription) -> None:
+    """The state lines of its pool and its dependencies."""
+    write = sys.stdout.write
+    if found.pool is not None:
+        pool = found.pool
+        waiting = f", {pool.waiting} waiting" if pool.waiting else ""
+        write(
+            f"  pool {pool.name}: {pool.active} of {pool.slots} slots in use{waiting}"
+            f" (members: {', '.join(pool.members)})\n"
+        )
+    if found.upstreams:
+        write(f"  upstreams: {'; '.join(link.text() for link in found.upstreams)}\n")
+    if found.dependents:
+        write(f"  dependents: {'; '.join(link.text() for link in found.dependents)}\n")
 
 
 @app.command()

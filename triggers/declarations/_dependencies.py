@@ -15,34 +15,32 @@ from triggers.declarations._yaml import Loc
 
 
 def check_dependencies(raw_triggers: Sequence[object], problems: Problems) -> None:
-    """Report an `after.trigger` that names no trigger of the file, or the trigger
-    itself, and a cycle of dependencies (`a` after `b` after `a`), at its `after` line."""
+    """Report an upstream (`after.trigger`, or an item of `after.all` / `after.any`)
+    that names no trigger of the file, or the trigger itself, and a cycle of
+    dependencies (`a` after `b` after `a`, through any form), at the upstream's line."""
     ids = [
         raw["id"]
         for raw in raw_triggers
         if isinstance(raw, dict) and isinstance(raw.get("id"), str)
     ]
     edges: dict[str, list[str]] = {}
-    places: dict[str, Loc] = {}
+    places: dict[tuple[str, str], Loc] = {}
     for index, raw in enumerate(raw_triggers):
         if not isinstance(raw, dict):
             continue
-        after, own = raw.get("after"), raw.get("id")
-        if not isinstance(after, dict) or not isinstance(after.get("trigger"), str):
-            continue  # no dependency, or a malformed one reported by the model
-        upstream: str = after["trigger"]
-        where: Loc = ("triggers", index, "after", "trigger")
-        if upstream == own:
-            problems.add(where, f"trigger '{own}' cannot run after itself")
-        elif upstream not in ids:
-            others = [other for other in ids if other != own]
-            hint = suggestion(upstream, others) or (
-                f" (declared: {', '.join(others)})" if others else ""
-            )
-            problems.add(where, f"unknown upstream trigger '{upstream}'{hint}")
-        elif isinstance(own, str):
-            edges.setdefault(own, []).append(upstream)
-            places.setdefault(own, where)
+        own = raw.get("id")
+        for upstream, where in _upstreams(raw.get("after"), index):
+            if upstream == own:
+                problems.add(where, f"trigger '{own}' cannot run after itself")
+            elif upstream not in ids:
+                others = [other for other in ids if other != own]
+                hint = suggestion(upstream, others) or (
+                    f" (declared: {', '.join(others)})" if others else ""
+                )
+                problems.add(where, f"unknown upstream trigger '{upstream}'{hint}")
+            elif isinstance(own, str):
+                edges.setdefault(own, []).append(upstream)
+                places.setdefault((own, upstream), where)
     for index, raw in enumerate(raw_triggers):
         if not isinstance(raw, dict):
             continue
@@ -52,7 +50,27 @@ def check_dependencies(raw_triggers: Sequence[object], problems: Problems) -> No
     cycle = find_cycle(edges)
     if cycle:
         message = f"the dependencies form a cycle: {' after '.join(cycle)}"
-        problems.add(places[cycle[0]], message)
+        problems.add(places[cycle[0], cycle[1]], message)
+
+
+def _upstreams(after: object, index: int) -> list[tuple[str, Loc]]:
+    """The upstream triggers an `after:` names, each with its place: `trigger`, or each
+    item of `all` / `any` (malformed ones are reported by the model)."""
+    if not isinstance(after, dict):
+        return []
+    if isinstance(after.get("trigger"), str):
+        return [(after["trigger"], ("triggers", index, "after", "trigger"))]
+    found: list[tuple[str, Loc]] = []
+    for join in ("all", "any"):
+        listed = after.get(join)
+        if not isinstance(listed, list):
+            continue
+        for position, item in enumerate(listed):
+            if isinstance(item, dict) and isinstance(item.get("trigger"), str):
+                found.append(
+                    (item["trigger"], ("triggers", index, "after", join, position, "trigger"))
+                )
+    return found
 
 
 def _check_required(

@@ -174,11 +174,61 @@ class EveryModel(_Model):
     start: Instant | None = None
 
 
-class AfterModel(_Model):
-    """`after:`: the trigger fires once per settled run of `trigger` with `outcome`."""
+class UpstreamModel(_Model):
+    """One upstream of `after: {all: [...]}` or `{any: [...]}`."""
 
     trigger: Id
     outcome: Literal["completed", "failed", "settled"] = "completed"
+
+
+class AfterModel(_Model):
+    """`after:`: the trigger fires on the settled runs of its upstream(s).
+
+    Exactly one form: `trigger` (with `outcome`), `all: [...]` (with `within`) or
+    `any: [...]`."""
+
+    trigger: Id | None = None
+    outcome: Literal["completed", "failed", "settled"] | None = None
+    all_of: list[UpstreamModel] | None = Field(default=None, alias="all")
+    any_of: list[UpstreamModel] | None = Field(default=None, alias="any")
+    within: Duration | None = None
+
+    @model_validator(mode="after")
+    def _one_form(self) -> AfterModel:
+        forms = [
+            name
+            for name, value in (
+                ("trigger", self.trigger),
+                ("all", self.all_of),
+                ("any", self.any_of),
+            )
+            if value is not None
+        ]
+        if not forms:
+            raise ValueError("needs its upstream: trigger, or a list under all or any")
+        if len(forms) > 1:
+            raise ValueError(f"give one of trigger, all or any, not {' and '.join(forms)}")
+        if self.outcome is not None and self.trigger is None:
+            raise ValueError("outcome goes with trigger; in all/any each upstream has its own")
+        listed = self.all_of if self.all_of is not None else self.any_of
+        if listed is not None:
+            if not listed:
+                raise ValueError(f"{forms[0]} needs at least one upstream")
+            names = [upstream.trigger for upstream in listed]
+            twice = sorted({name for name in names if names.count(name) > 1})
+            if twice:
+                raise ValueError(f"{forms[0]} lists {', '.join(twice)} more than once")
+        if self.all_of is not None and self.within is None:
+            raise ValueError("all needs within: how long an upstream run counts (e.g. 6h)")
+        if self.all_of is None and self.within is not None:
+            raise ValueError("within goes with all (any and trigger fire on every run)")
+        return self
+
+    def upstreams(self) -> list[UpstreamModel]:
+        """The upstreams, whatever the form."""
+        if self.trigger is not None:
+            return [UpstreamModel(trigger=self.trigger, outcome=self.outcome or "completed")]
+        return list(self.all_of or self.any_of or [])
 
 
 class RequiresModel(_Model):

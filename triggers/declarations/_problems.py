@@ -10,6 +10,7 @@ import re
 from typing import Any, Protocol, TypeVar, get_args
 
 from pydantic import BaseModel, ValidationError
+from pydantic.fields import FieldInfo
 from pydantic_core import ErrorDetails
 
 from triggers.declarations._messages import (
@@ -166,14 +167,23 @@ def _error_message(error: ErrorDetails) -> str:
 def _fields_at(model: type[BaseModel], loc: tuple[str | int, ...]) -> list[str]:
     current = model
     for element in loc:
-        field = current.model_fields.get(element) if isinstance(element, str) else None
+        field = _field(current, element) if isinstance(element, str) else None
         if field is None:
             continue  # a list index or a mapping key: the model stays the same
         nested = _model_in(field.annotation)
         if nested is None:
             return []
         current = nested
-    return list(current.model_fields)
+    # A key the YAML spells otherwise than the field (`all` for `all_of`) by its alias.
+    return [field.alias or name for name, field in current.model_fields.items()]
+
+
+def _field(model: type[BaseModel], key: str) -> FieldInfo | None:
+    """The field the YAML key `key` sets: by its name, or by its alias."""
+    found = model.model_fields.get(key)
+    if found is not None:
+        return found
+    return next((f for f in model.model_fields.values() if f.alias == key), None)
 
 
 def _model_in(annotation: object) -> type[BaseModel] | None:

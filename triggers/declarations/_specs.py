@@ -48,11 +48,13 @@ from triggers.model import (
     EverySchedule,
     FlowSpec,
     HolidayRule,
+    Join,
     JsonValue,
     PoolSpec,
     Requirement,
     Schedule,
     TriggerSpec,
+    Upstream,
 )
 from triggers.scheduler.calendars import check_calendar, compile_calendars
 from triggers.scheduler.occurrences import compile_schedule
@@ -466,7 +468,13 @@ def _schedule(
     if trigger.at is not None:
         return AtSchedule(at=_utc(trigger.at, zone))
     if trigger.after is not None:
-        return AfterSchedule(upstream=trigger.after.trigger, outcome=trigger.after.outcome)
+        after = trigger.after
+        upstreams = tuple(
+            Upstream(trigger=upstream.trigger, outcome=upstream.outcome)
+            for upstream in after.upstreams()
+        )
+        join: Join = "all" if after.all_of is not None else "any" if after.any_of else "one"
+        return AfterSchedule(upstreams=upstreams, join=join, within=after.within)
     return None  # the schedule's value was invalid and is reported already
 
 

@@ -1,6 +1,7 @@
 """A Runner for simulations: each run lasts as long as it is told, on simulated time.
 
-Runs start at once and end, `completed`, when their duration has elapsed; nothing
+Runs start at once and end, `completed` (or `failed`, when the caller's `fails`
+says so of the run's trigger and start), when their duration has elapsed; nothing
 executes. Time is the simulation's elapsed time (a clock step does not make a run
 shorter), handed in by the caller. While the daemon is up, the simulation calls
 `settle_due` as time passes, and the runner reports each run that ended to its
@@ -22,6 +23,8 @@ from triggers.store.protocol import StoreTransaction
 
 Duration = Callable[[str], timedelta]
 """How long a run of the trigger of that id lasts."""
+Fails = Callable[[str, datetime], bool]
+"""Whether the run of the trigger of that id starting at that instant fails."""
 
 _ACTIVE = RunStatus(state="active")
 _COMPLETED = RunStatus(state="completed")
@@ -34,14 +37,27 @@ class SimulatedRunner:
     Args:
         elapsed: the simulation's elapsed time now (not the daemon's wall clock).
         duration: how long each run of a trigger lasts, by trigger id.
+        fails: whether a run fails (by trigger id and start), and with what error.
     """
 
     settles_ledger = False
     starts_within = True
 
-    def __init__(self, *, elapsed: Callable[[], datetime], duration: Duration) -> None:
+    def __init__(
+        self,
+        *,
+        elapsed: Callable[[], datetime],
+        duration: Duration,
+        fails: Fails | None = None,
+        error: str = "failed",
+    ) -> None:
         self._elapsed = elapsed
         self._duration = duration
+        self._fails = fails
+        self._failing: set[str] = set()
+        self.failed_starts: list[tuple[str, datetime]] = []
+        """The runs `fails` failed: their trigger and start, in order."""
+        self._failed = RunStatus(state="failed", error=error)
         self._runs: dict[str, RunStatus] = {}
         self._keys: dict[str, tuple[str, tuple[str, str, JsonValue]]] = {}
         self._ends: list[tuple[datetime, int, str]] = []
@@ -75,6 +91,9 @@ class SimulatedRunner:
                 (request.flow, request.flow_version, request.input),
             )
             runs[run_id] = _ACTIVE
+            if self._fails is not None and self._fails(request.trigger_id, now):
+                self._failing.add(run_id)
+                self.failed_starts.append((request.trigger_id, now))
             heapq.heappush(ends, (now + duration(request.trigger_id), started, run_id))
             results.append(RunHandle(run_id=run_id, created=True))
         return results
@@ -121,10 +140,11 @@ class SimulatedRunner:
             _, _, run_id = heapq.heappop(self._ends)
             if self._runs.get(run_id) is not _ACTIVE:
                 continue
-            self._runs[run_id] = _COMPLETED
+            status = self._failed if run_id in self._failing else _COMPLETED
+            self._runs[run_id] = status
             ended += 1
             if report:
-                self._report(run_id, _COMPLETED)
+                self._report(run_id, status)
         return ended
 
     def _report(self, run_id: str, status: RunStatus) -> None:

@@ -14,7 +14,7 @@ from datetime import datetime
 import structlog
 
 from triggers.errors import ScheduleError
-from triggers.model import Trigger, upstream_of
+from triggers.model import Trigger, upstreams_of
 from triggers.scheduler.calendars import TriggerCalendars, compile_calendars
 from triggers.scheduler.forecast import fire_time, stop_reason
 from triggers.scheduler.occurrences import CompiledSchedule, compile_schedule
@@ -51,12 +51,12 @@ class Timetable:
         # Entries taken off the heap as due and not rescheduled since: a tick that
         # fails part-way puts them back (`put_back`), or they would wait for a change.
         self._taken: dict[str, Entry] = {}
-        # The upstream of each dependent trigger (`after:`), by the dependent's id.
-        self._upstreams: dict[str, str] = {}
+        # The upstreams of each dependent trigger (`after:`), by the dependent's id.
+        self._upstreams: dict[str, tuple[str, ...]] = {}
 
     def followed(self, trigger_ids: set[str]) -> bool:
         """Whether a dependent trigger follows the runs of one of `trigger_ids`."""
-        return not trigger_ids.isdisjoint(self._upstreams.values())
+        return any(not trigger_ids.isdisjoint(listed) for listed in self._upstreams.values())
 
     def sync(self, trigger: Trigger) -> Entry:
         """Take a stored trigger in, recompiling its schedule when its revision changed.
@@ -67,11 +67,11 @@ class Timetable:
             self._quiet.discard(trigger.id)
         else:
             self._quiet.add(trigger.id)
-        upstream = upstream_of(trigger.spec)
-        if upstream is None:
-            self._upstreams.pop(trigger.id, None)
+        upstreams = upstreams_of(trigger.spec)
+        if upstreams:
+            self._upstreams[trigger.id] = upstreams
         else:
-            self._upstreams[trigger.id] = upstream
+            self._upstreams.pop(trigger.id, None)
         entry = self.entries.get(trigger.id)
         if entry is not None and entry.trigger == trigger:
             return entry  # nothing changed: its due time stands

@@ -32,7 +32,13 @@ from triggers.model import TriggerSpec
 from triggers.runner.simulated import SimulatedRunner
 from triggers.scheduler.engine import Scheduler, SchedulerOptions
 from triggers.services import pause_trigger, resume_trigger
-from triggers.simulation._scenario import Downtime, Interval, Scenario, SimulationResult
+from triggers.simulation._scenario import (
+    FAILED_ERROR,
+    Downtime,
+    Interval,
+    Scenario,
+    SimulationResult,
+)
 from triggers.store.memory import MemoryTriggerStore
 from triggers.store.protocol import HistoryQuery
 
@@ -128,6 +134,8 @@ class _Simulator:
         self.runner = SimulatedRunner(
             elapsed=lambda: self.elapsed,
             duration=scenario.duration_of,
+            fails=scenario.fails,
+            error=FAILED_ERROR,
         )
         self._metrics = _Strict()
         self._events = sorted(self._scenario_events())
@@ -162,6 +170,7 @@ class _Simulator:
             end_at=scenario.end_at,
             ticks=self._ticks,
             runs=self.runner.started,
+            failed_starts=list(self.runner.failed_starts),
         )
 
     # -- the daemon's life -----------------------------------------------------------

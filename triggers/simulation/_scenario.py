@@ -53,6 +53,20 @@ class Edit:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Failure:
+    """Every run of `trigger_id` that starts from `start_at` to `end_at` (both
+    included; the same instant for one run) fails instead of completing."""
+
+    trigger_id: str
+    start_at: datetime
+    end_at: datetime
+
+
+FAILED_ERROR = "failed by simulate --fail"
+"""The error of a run a `Failure` fails, as the ledger shows it."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Scenario:
     """A simulation to run: the declarations applied at `start_at`, the range
     [`start_at`, `end_at`], how long each trigger's runs last, and what happens.
@@ -71,6 +85,7 @@ class Scenario:
     pauses: Sequence[Pause] = ()
     jumps: Sequence[ClockJump] = ()
     edits: Sequence[Edit] = ()
+    failures: Sequence[Failure] = ()
 
     def check(self) -> None:
         """Refuse what cannot be simulated, naming the option.
@@ -108,12 +123,24 @@ class Scenario:
                     f"--pause {pause.trigger_id}@{iso(pause.start_at)}..{iso(pause.end_at)}: "
                     "it ends before it starts"
                 )
+        for failure in self.failures:
+            if failure.trigger_id not in known:
+                raise InputError(
+                    f"--fail {failure.trigger_id}@...: {_unknown(failure.trigger_id, known)}"
+                )
         for jump in self.jumps:
             if not jump.by:
                 raise InputError(f"--jump {iso(jump.at)}=...: a jump of 0 changes nothing")
 
     def duration_of(self, trigger_id: str) -> timedelta:
         return self.durations.get(trigger_id, self.default_duration)
+
+    def fails(self, trigger_id: str, started_at: datetime) -> bool:
+        """Whether the run of `trigger_id` that starts at `started_at` fails."""
+        return any(
+            failure.trigger_id == trigger_id and failure.start_at <= started_at <= failure.end_at
+            for failure in self.failures
+        )
 
     def warnings(self) -> list[str]:
         """A run longer than its trigger's period, said before the ledger shows its
@@ -179,3 +206,16 @@ class SimulationResult:
     """Scheduler ticks run (a measure of the work done)."""
     runs: int
     """Runs started."""
+    failed_starts: list[tuple[str, datetime]] = field(default_factory=list)
+    """Each run a `Failure` failed: its trigger and its start (elapsed time)."""
+
+    def unmatched(self, failures: Sequence[Failure]) -> list[Failure]:
+        """The failures no run started within (a time given in the wrong zone, say)."""
+        return [
+            failure
+            for failure in failures
+            if not any(
+                trigger_id == failure.trigger_id and failure.start_at <= at <= failure.end_at
+                for trigger_id, at in self.failed_starts
+            )
+        ]

@@ -10,10 +10,10 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from triggers.clock import to_ms
-from triggers.model import TriggerSpec, upstream_of
+from triggers.model import AfterSchedule, TriggerSpec, upstreams_of
 from triggers.store._sql_common import executemany
 from triggers.store.protocol import ApplyResult
-from triggers.store.schema import trigger_revisions, triggers
+from triggers.store.schema import trigger_revisions, trigger_upstreams, triggers
 
 _NEW_COLUMNS = (
     "id",
@@ -34,6 +34,14 @@ _INSERT_REVISION = trigger_revisions.insert().values(
 )
 
 
+def _single_upstream(spec: TriggerSpec) -> str | None:
+    """`triggers.upstream`: the upstream of the single-upstream form of `after:`."""
+    schedule = spec.schedule
+    if isinstance(schedule, AfterSchedule) and schedule.join == "one":
+        return schedule.upstreams[0].trigger
+    return None
+
+
 class ApplyPlan:
     """An apply's writes, gathered so that each kind is one statement for all triggers.
 
@@ -48,6 +56,9 @@ class ApplyPlan:
         self._revisions: list[dict[str, Any]] = []
         self._updates: list[dict[str, Any]] = []
         self._retired: list[dict[str, Any]] = []
+        # The dependents whose `trigger_upstreams` rows are rewritten, and those rows.
+        self._relisted: list[dict[str, Any]] = []
+        self._upstreams: list[dict[str, Any]] = []
 
     def add(self, spec: TriggerSpec, result: ApplyResult) -> None:
         self._declared.add(spec.id)
@@ -62,13 +73,14 @@ class ApplyPlan:
                     "declaration": declaration,
                     "enabled": spec.enabled,
                     "pool": None if spec.pool is None else spec.pool.name,
-                    "upstream": upstream_of(spec),
+                    "upstream": _single_upstream(spec),
                     "watermark_at": now,
                     "created_at": now,
                     "updated_at": now,
                 }
             )
             self._revision(spec.id, 1, digest, declaration)
+            self._list_upstreams(spec, new=True)
             result.created.append(spec.id)
             return
         if row.digest == digest and not row.retired:
@@ -85,13 +97,23 @@ class ApplyPlan:
                 "declaration": declaration,
                 "enabled": spec.enabled,
                 "pool": None if spec.pool is None else spec.pool.name,
-                "upstream": upstream_of(spec),
+                "upstream": _single_upstream(spec),
                 "revision": revision,
                 # A revived trigger owes nothing for the time it was retired.
                 "watermark_at": max(row.watermark_at, now) if row.retired else row.watermark_at,
             }
         )
+        if row.digest != digest:
+            self._list_upstreams(spec, new=False)
         result.updated.append(spec.id)
+
+    def _list_upstreams(self, spec: TriggerSpec, *, new: bool) -> None:
+        if not new:
+            self._relisted.append({"b_id": spec.id})
+        self._upstreams.extend(
+            {"trigger_id": spec.id, "upstream": upstream}
+            for upstream in sorted(set(upstreams_of(spec)))
+        )
 
     def retire_undeclared(self, result: ApplyResult) -> None:
         for trigger_id, row in sorted(self._stored.items()):
@@ -139,6 +161,15 @@ class ApplyPlan:
                 ),
                 self._updates,
             )
+        if self._relisted:
+            conn.execute(
+                trigger_upstreams.delete().where(
+                    trigger_upstreams.c.trigger_id == sa.bindparam("b_id")
+                ),
+                self._relisted,
+            )
+        if self._upstreams:
+            conn.execute(trigger_upstreams.insert(), self._upstreams)
         if self._retired:
             conn.execute(
                 triggers.update()

@@ -7,6 +7,7 @@ from typing import Any
 
 from triggers.errors import CorruptRowError
 from triggers.model import FireRecord, Outcome, Reason, Trigger, TriggerSpec
+from triggers.store._fire_row import decode_runs
 from triggers.store.protocol import Heartbeat
 
 
@@ -69,6 +70,7 @@ def fire_from_row(row: Mapping[Any, Any]) -> FireRecord:
         idempotency_key=row["idempotency_key"],
         blocked_by=row["blocked_by"],
         reason_detail=row["reason_detail"],
+        upstream_runs=decode_runs(row.get("upstream_runs")),
     )
 
 

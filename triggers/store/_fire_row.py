@@ -8,6 +8,7 @@ the database. Instants are aware UTC datetimes cut to the millisecond (`cut`), a
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -20,6 +21,16 @@ def cut(at: datetime) -> datetime:
     """`at` to the millisecond below, as the SQL store keeps instants."""
     extra = at.microsecond % 1000
     return at - timedelta(microseconds=extra) if extra else at
+
+
+def encode_runs(runs: tuple[str, ...]) -> str | None:
+    """`fires.upstream_runs` of a row: a JSON list, or NULL for none."""
+    return json.dumps(list(runs)) if runs else None
+
+
+def decode_runs(value: str | None) -> tuple[str, ...]:
+    """The runs `encode_runs` wrote."""
+    return tuple(json.loads(value)) if value else ()
 
 
 def new_reservation() -> str:
@@ -45,6 +56,7 @@ class FireRow:
     supersedes_run_id: str | None = None
     blocked_by: str | None = None
     reason_detail: str | None = None
+    upstream_runs: tuple[str, ...] = ()
     revision: int | None = None
     host: str | None = None
     claimed_at: datetime | None = None
@@ -83,4 +95,5 @@ class FireRow:
             idempotency_key=self.idempotency_key,
             blocked_by=self.blocked_by,
             reason_detail=self.reason_detail,
+            upstream_runs=self.upstream_runs,
         )

@@ -31,6 +31,7 @@ from triggers.store._dependents import SettledRun, dependent_rows
 from triggers.store._fire_row import FireRow, cut, new_reservation
 from triggers.store._memory_pools import pool_use
 from triggers.store._memory_rows import Tables, ordered
+from triggers.store._memory_upstream_runs import MemoryUpstreamRuns
 from triggers.store.protocol import RangeRecord, RangeSplit, Reserved, RunChange, Settlement
 
 _ACTIVE = (Outcome.LAUNCHING, Outcome.LAUNCHED)
@@ -334,10 +335,10 @@ def follow(tables: Tables, settled: Sequence[SettledRun], now: datetime) -> None
     upstreams = {run.trigger_id for run in settled}
     dependents = [
         tables.triggers[dependent].snapshot()
-        for dependent, upstream in tables.upstreams.items()
-        if upstream in upstreams and dependent in tables.triggers
+        for dependent, listed in tables.upstreams.items()
+        if not upstreams.isdisjoint(listed) and dependent in tables.triggers
     ]
-    for new in dependent_rows(settled, dependents, now):
+    for new in dependent_rows(settled, dependents, now, MemoryUpstreamRuns(tables)):
         tables.insert(new)
 
 

@@ -80,10 +80,10 @@ class Tables:
     revisions: dict[tuple[str, int], TriggerSpec] = field(default_factory=dict)
     next_id: int = 1
     settled_floor: datetime | None = None
-    upstreams: dict[str, str] = field(default_factory=dict)
-    """The upstream of each dependent trigger (`after:`), by the dependent's id: a
-    settlement finds its dependents without reading every trigger."""
     """No row settled before this instant (a bound that lets an idle prune cost nothing)."""
+    upstreams: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """The upstreams of each dependent trigger (`after:`), by the dependent's id: a
+    settlement finds its dependents without reading every trigger."""
 
     def check_insertable(self, rows: Iterable[FireRow]) -> None:
         """Refuse rows whose occurrence or key the ledger (or another of them) holds.

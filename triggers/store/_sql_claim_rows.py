@@ -24,10 +24,11 @@ from triggers.store._alerts import alert_settlements, raise_alerts
 from triggers.store._claim_seam import Identity, TriggerUpdate
 from triggers.store._decide import StoredTrigger
 from triggers.store._dependents import SettledRun, dependent_rows
-from triggers.store._fire_row import FireRow
+from triggers.store._fire_row import FireRow, encode_runs
 from triggers.store._ranges import apply_splits, covered_by_ranges
 from triggers.store._sql_common import chunks, executemany, lock_triggers, read_dependents
 from triggers.store._sql_pools import lock_pools, pool_use
+from triggers.store._sql_upstream_runs import SqlUpstreamRuns
 from triggers.store.protocol import ClaimRequest, PoolUse, RangeSplit, Settlement
 from triggers.store.schema import fires, triggers
 from triggers.store.sql_transaction import SqlTransaction
@@ -54,6 +55,7 @@ _FIRE_COLUMNS = (
     "run_id",
     "launched_at",
     "error",
+    "upstream_runs",
 )
 _INSERT_FIRE = fires.insert().values({name: sa.bindparam(name) for name in _FIRE_COLUMNS})
 _UPDATE_TRIGGER = (
@@ -257,6 +259,7 @@ def _driver_values(row: FireRow) -> tuple[Any, ...]:
         row.run_id,
         _ms(row.launched_at),
         row.error,
+        encode_runs(row.upstream_runs),
     )
 
 
@@ -272,4 +275,6 @@ def follow_settled(conn: Connection, settled: Sequence[SettledRun], now: datetim
         return
     dependents = read_dependents(conn, sorted({run.trigger_id for run in settled}))
     if dependents:
-        SqlClaimRows(conn).insert(dependent_rows(settled, dependents, now))
+        rows = dependent_rows(settled, dependents, now, SqlUpstreamRuns(conn))
+        if rows:
+            SqlClaimRows(conn).insert(rows)

@@ -23,7 +23,7 @@ from triggers.errors import CorruptRowError, StoreError
 from triggers.model import Trigger, TriggerSpec
 from triggers.store import _codec
 from triggers.store.protocol import Reserved
-from triggers.store.schema import fires, triggers
+from triggers.store.schema import fires, trigger_upstreams, triggers
 
 T = TypeVar("T")
 CHUNK = 400  # bound parameters per IN (...) list, well under SQLite's limit
@@ -72,7 +72,12 @@ def lock_triggers(conn: Connection, ids: Sequence[str]) -> dict[str, Trigger | S
 
 _DEPENDENTS = (
     sa.select(*_STATE_COLUMNS)
-    .where(triggers.c.upstream.in_(_IDS), triggers.c.retired.is_(False))
+    .where(
+        triggers.c.id.in_(
+            sa.select(trigger_upstreams.c.trigger_id).where(trigger_upstreams.c.upstream.in_(_IDS))
+        ),
+        triggers.c.retired.is_(False),
+    )
     .order_by(triggers.c.id)
 )
 

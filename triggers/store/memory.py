@@ -17,7 +17,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import datetime, timedelta
 
 from triggers.errors import StaleOwnerError, StoreError, TriggersError, UnknownTriggerError
-from triggers.model import FireRecord, Outcome, Trigger, TriggerSpec, upstream_of
+from triggers.model import FireRecord, Outcome, Trigger, TriggerSpec, upstreams_of
 from triggers.store import _memory_ledger as ledger
 from triggers.store._claim_batch import ClaimBatch
 from triggers.store._fire_row import FireRow, cut
@@ -90,11 +90,11 @@ class MemoryTriggerStore:
 
     def _apply_one(self, spec: TriggerSpec, now: datetime, result: ApplyResult) -> None:
         tables = self._tables
-        upstream = upstream_of(spec)
-        if upstream is None:
-            tables.upstreams.pop(spec.id, None)
+        upstreams = upstreams_of(spec)
+        if upstreams:
+            tables.upstreams[spec.id] = upstreams
         else:
-            tables.upstreams[spec.id] = upstream
+            tables.upstreams.pop(spec.id, None)
         digest = spec.digest()
         row = tables.triggers.get(spec.id)
         if row is None:

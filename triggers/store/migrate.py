@@ -27,7 +27,7 @@ from triggers.errors import (
 if TYPE_CHECKING:
     from alembic.config import Config
 
-SCHEMA_HEAD = "0013"
+SCHEMA_HEAD = "0014"
 """The newest revision in `alembic/versions` (tests/integration/test_migrations.py checks)."""
 
 _PACKAGED = Path(__file__).resolve().parent.parent / "_migrations"  # inside an installed wheel

@@ -70,8 +70,8 @@ triggers = sa.Table(
     # The pool its runs take slots of (its declaration's `pool`): a claim counts the
     # pool's active runs by joining the ledger to its members.
     sa.Column("pool", sa.String(128), nullable=True),
-    # The trigger whose settled runs it follows (its declaration's `after.trigger`): a
-    # settlement finds the dependents of its run's trigger by it.
+    # The trigger whose settled runs it follows, for the single-upstream form of
+    # `after:` (`after.trigger`); `trigger_upstreams` lists every form's upstreams.
     sa.Column("upstream", sa.String(128), nullable=True),
     sa.Column("created_at", UtcDateTime, nullable=False),
     sa.Column("updated_at", UtcDateTime, nullable=False),
@@ -83,6 +83,16 @@ triggers = sa.Table(
     sa.Index("ix_triggers_buffered_count", "buffered_count"),
     sa.Index("ix_triggers_pool", "pool"),
     sa.Index("ix_triggers_upstream", "upstream"),
+)
+
+# Each upstream of each dependent trigger (`after:`, one row per listed trigger): a
+# settlement finds the dependents of its run's trigger with one indexed read.
+trigger_upstreams = sa.Table(
+    "trigger_upstreams",
+    metadata,
+    sa.Column("trigger_id", sa.String(128), primary_key=True),
+    sa.Column("upstream", sa.String(128), primary_key=True),
+    sa.Index("ix_trigger_upstreams_upstream", "upstream"),
 )
 
 fires = sa.Table(
@@ -104,6 +114,9 @@ fires = sa.Table(
     sa.Column("blocked_by", sa.String(64), nullable=True),
     # What the reason names: with `calendar`, the calendar and the day's name.
     sa.Column("reason_detail", sa.String(400), nullable=True),
+    # An `after: {all: ...}` occurrence: every upstream run it used, a JSON list (the
+    # runs no later occurrence of the trigger may use again).
+    sa.Column("upstream_runs", sa.Text, nullable=True),
     sa.Column("revision", sa.Integer, nullable=True),
     sa.Column("host", sa.String(255), nullable=True),
     sa.Column("claimed_at", UtcDateTime, nullable=True),
