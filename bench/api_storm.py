@@ -175,7 +175,11 @@ def main() -> None:
             after = _fired(base)
         finally:
             daemon.send_signal(signal.SIGTERM)
-            code = daemon.wait(timeout=60)
+            try:
+                code = daemon.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                daemon.kill()
+                code = daemon.wait()
         errors = [
             line
             for line in (Path(directory) / "daemon.log").read_text().splitlines()

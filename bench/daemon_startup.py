@@ -25,6 +25,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from datetime import datetime
 from pathlib import Path
@@ -71,6 +72,26 @@ def _phases(
     seen, or `until` is)."""
     seen: dict[str, float] = {}
     deadline = time.monotonic() + _DEADLINE_S
+    # A daemon that hangs silent would leave the read below waiting: killed instead.
+    watchdog = threading.Timer(_DEADLINE_S, process.kill)
+    watchdog.daemon = True
+    watchdog.start()
+    assert process.stderr is not None  # noqa: S101 - piped above
+    try:
+        return _read_phases(process, started, seen, api=api, until=until, deadline=deadline)
+    finally:
+        watchdog.cancel()
+
+
+def _read_phases(
+    process: subprocess.Popen[str],
+    started: float,
+    seen: dict[str, float],
+    *,
+    api: bool,
+    until: str | None,
+    deadline: float,
+) -> dict[str, float]:
     assert process.stderr is not None  # noqa: S101 - piped above
     for line in process.stderr:
         try:
@@ -88,12 +109,14 @@ def _phases(
 
 
 def _stop(process: subprocess.Popen[str]) -> None:
+    """SIGTERM, and SIGKILL if it has not exited within a minute."""
     process.send_signal(signal.SIGTERM)
-    # The log is read no further: drain it so the daemon never blocks on a full pipe.
-    assert process.stderr is not None  # noqa: S101
-    for _ in process.stderr:
-        pass
-    process.wait(timeout=60)
+    try:
+        # The log is read no further: drained so the daemon never blocks on the pipe.
+        process.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.communicate()
 
 
 def _summary(values: list[float]) -> dict[str, float] | None:
@@ -139,14 +162,18 @@ def main() -> None:
             env["TRIGGERS_METRICS_ADDRESS"] = f"127.0.0.1:{_free_port()}"
         # The first start applies the declarations and migrates: not a restart.
         process, started = _start(env, config)
-        _phases(process, started, api=not options.no_api, until="daemon_started")
-        _stop(process)
+        try:
+            _phases(process, started, api=not options.no_api, until="daemon_started")
+        finally:
+            _stop(process)
         for _ in range(options.runs):
             time.sleep(options.down)
             process, started = _start(env, config)
-            for phase, at in _phases(process, started, api=not options.no_api).items():
-                found[phase].append(at)
-            _stop(process)
+            try:
+                for phase, at in _phases(process, started, api=not options.no_api).items():
+                    found[phase].append(at)
+            finally:
+                _stop(process)
     document = {
         "python": sys.version.split()[0],
         "cpus": os.cpu_count(),

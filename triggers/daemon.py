@@ -225,16 +225,19 @@ class Daemon:
             scheduler = self._scheduler(backend)
             self._scheduler_ref = scheduler
             self._watch(backend, scheduler)
-            # The first tick claims what came due while no daemon ran before anything
-            # slow starts beside it (the web framework's import, the sender): a late
-            # start must not turn a short job's next occurrence into an overlap.
             alerts = self._sender(backend)
             scheduler.on_settlements(alerts.wake)
             worker = threading.Thread(target=scheduler.run, name="scheduler")
             worker.start()
             try:
+                # The first tick claims what came due while no daemon ran before
+                # anything slow starts (the web framework's import, the sender): a
+                # late start must not turn a short job's next occurrence into an
+                # overlap. The wait is bounded; a stop ends it.
+                self._await_tick(scheduler, worker, after=0)
                 self._start_beside(backend, scheduler, listeners, alerts)
             except BaseException:
+                self.stop()
                 scheduler.stop()
                 worker.join()
                 raise
@@ -514,7 +517,7 @@ class Daemon:
         return ApiServer.bound(self._settings)
 
     def _api_services(self, backend: Backend, scheduler: Scheduler, probes: Probes) -> ApiServices:
-        from triggers.api import ApiServices  # noqa: PLC0415
+        from triggers.api._context import ApiServices  # noqa: PLC0415
 
         return ApiServices(
             store=backend.store,

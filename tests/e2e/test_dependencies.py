@@ -22,12 +22,15 @@ CONFIG = textwrap.dedent(
     flows:
       ok: {steps: [{id: work, run: [/bin/true]}]}
       broken: {steps: [{id: work, run: [/bin/false], retry: {max_attempts: 1}}]}
+      nothing: {steps: []}
     triggers:
       - {id: import, flow: ok, every: 1s}
       - {id: report, flow: ok, after: {trigger: import, outcome: completed}}
       - {id: flaky, flow: broken, every: 1s}
       - {id: never, flow: ok, after: {trigger: flaky, outcome: completed}}
       - {id: alarm, flow: ok, after: {trigger: flaky, outcome: failed}}
+      - {id: mark, flow: nothing, every: 1s}
+      - {id: tally, flow: ok, after: {trigger: mark, outcome: completed}}
     """
 )
 
@@ -45,7 +48,11 @@ def _enough(cli: Cli) -> list[dict[str, Any]] | None:
     if rows is None:
         return None
     done = Counter((r["trigger_id"], r["outcome"]) for r in rows)
-    enough = done["report", "completed"] >= 4 and done["alarm", "completed"] >= 2
+    enough = (
+        done["report", "completed"] >= 4
+        and done["alarm", "completed"] >= 2
+        and done["tally", "completed"] >= 2
+    )
     return rows if enough else None
 
 
@@ -56,7 +63,7 @@ def test_each_upstream_run_fires_its_dependent_once_naming_the_run(
     config.write_text(CONFIG)
     daemon = cli.daemon(config, tmp_path / "daemon.log")
     try:
-        wait_for(lambda: _enough(cli), timeout=120, what="four reports and two alarms run")
+        wait_for(lambda: _enough(cli), timeout=120, what="four reports, two alarms, two tallies")
         described = cli.json("describe", "report")
     finally:
         assert stop(daemon) == 0
@@ -69,9 +76,15 @@ def test_each_upstream_run_fires_its_dependent_once_naming_the_run(
     assert described["declaration"]["schedule"] == "after import completed"
     completed_imports = {r["run_id"] for r in of("import") if r["outcome"] == "completed"}
     failed_flaky = {r["run_id"] for r in of("flaky") if r["outcome"] == "failed"}
-    assert len(completed_imports) >= 4 and len(failed_flaky) >= 2
+    # A flow with no steps completes within its start: its runs fire dependents too.
+    marks = {r["run_id"] for r in of("mark") if r["outcome"] == "completed"}
+    assert len(completed_imports) >= 4 and len(failed_flaky) >= 2 and len(marks) >= 2
     # One row per upstream run, each naming it, none for another trigger's runs.
-    for dependent, upstream_runs in (("report", completed_imports), ("alarm", failed_flaky)):
+    for dependent, upstream_runs in (
+        ("report", completed_imports),
+        ("alarm", failed_flaky),
+        ("tally", marks),
+    ):
         named = [r["upstream_run_id"] for r in of(dependent)]
         assert sorted(named) == sorted(upstream_runs), dependent
         for row in of(dependent):

@@ -35,4 +35,10 @@ def __getattr__(name: str) -> Any:
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(import_module(f"{__name__}.{home}"), name)
+    found = getattr(import_module(f"{__name__}.{home}"), name)
+    globals()[name] = found  # found once: later reads do not come here
+    return found
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

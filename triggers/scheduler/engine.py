@@ -461,11 +461,19 @@ class Scheduler:
         """Launcher thread: a run started (or, with nothing to run, completed at once).
         Under `supersede`, occurrences buffered behind its reservation can now
         supersede it; behind a run that completed at once, any buffered ones may
-        launch (its claim left the entry's counts current)."""
+        launch (its claim left the entry's counts current), and so may its dependents'."""
         entry = self._timetable.entries.get(trigger_id)
         if completed:
             self.monitor.completed_at_start(trigger_id, run_id)
-            if entry is None or entry.trigger.buffered_count:
+            # Settled in its claim's commit, which raised its alerts and gave its
+            # dependents their occurrences: as a settlement does, say so now.
+            for listener in self._settle_listeners:
+                listener()
+            if (
+                entry is None
+                or entry.trigger.buffered_count
+                or self._timetable.followed({trigger_id})
+            ):
                 self.pending.want()
             return
         self.monitor.watch(trigger_id, run_id)
