@@ -57,14 +57,22 @@ def titled(svg: bytes, found: Sequence[Lane], timeline: Timeline) -> bytes:
     return text.encode()
 
 
+_CAUSE = re.compile(r'<g id="cause-([0-9]+)">')
 _OVER_BARS = re.compile(r'<g id="(?:waiting|parked|life|life-label|manual-count)-[0-9-]+"')
 
 
 def cause_titles(svg: bytes, arrows: Sequence[Cause]) -> bytes:
     """`svg` with a `<title>` in each arrow's group (`cause-{n}`): which run caused which."""
-    text = svg.decode()
-    for number, arrow in enumerate(arrows):
-        opening = f'<g id="cause-{number}">'
-        tip = escape(f"run {arrow.upstream_run_id} caused run {arrow.run_id or '(no id)'}")
-        text = text.replace(opening, f"{opening}<title>{tip}</title>", 1)
-    return text.encode()
+    tips = [
+        escape(f"run {arrow.upstream_run_id} caused run {arrow.run_id or '(no id)'}")
+        for arrow in arrows
+    ]
+
+    def titled_group(found: re.Match[str]) -> str:
+        number = int(found.group(1))
+        if number >= len(tips):
+            return found.group(0)
+        return f"{found.group(0)}<title>{tips[number]}</title>"
+
+    # One pass over the document, however many arrows (up to 500) it holds.
+    return _CAUSE.sub(titled_group, svg.decode()).encode()
