@@ -9,6 +9,7 @@ the trigger's ledger for it once a minute at most.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import OrderedDict
 from dataclasses import replace
@@ -45,7 +46,8 @@ def timeline_svg(ctx: ApiServices, trigger_id: str, span: str) -> str:
         trigger.revision if trigger else None,
         trigger.paused if trigger else None,
         trigger.retired if trigger else None,  # drawn from the audit log, not the ledger
-        tuple(sorted(newest[0].to_json().items())) if newest else None,
+        # As JSON text: a row's values include lists (`upstream_run_ids`).
+        json.dumps(newest[0].to_json(), sort_keys=True) if newest else None,
         now.replace(second=0, microsecond=0),
     )
     with _lock:
