@@ -25,3 +25,11 @@ def noop(_input: object) -> None:
 def fail(_input: object) -> None:
     """Fail at once: what a failing job costs, for the alert benchmark."""
     raise RuntimeError("disk full")
+
+
+def mark_then_fail(input_: object, context: StepContext) -> None:
+    """`mark`, then fail once the file `BENCH_FAIL_FLAG` names exists: the alert
+    benchmark turns every trigger failing at one moment."""
+    mark(input_, context)
+    if os.path.exists(os.environ["BENCH_FAIL_FLAG"]):
+        raise RuntimeError("disk full")
