@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
 from looms_runtime import StepContext
 
@@ -31,5 +32,5 @@ def mark_then_fail(input_: object, context: StepContext) -> None:
     """`mark`, then fail once the file `BENCH_FAIL_FLAG` names exists: the alert
     benchmark turns every trigger failing at one moment."""
     mark(input_, context)
-    if os.path.exists(os.environ["BENCH_FAIL_FLAG"]):
+    if Path(os.environ["BENCH_FAIL_FLAG"]).exists():
         raise RuntimeError("disk full")

@@ -316,6 +316,18 @@ class AlertOutbox(Protocol):
 
     def record_all(self, attempts: Sequence[Attempt], *, owner: str) -> int: ...
 
+    def due(self, *, owner: str, now: datetime, limit: int = ...) -> bool: ...
+
+    def exchange(
+        self,
+        attempts: Sequence[Attempt],
+        *,
+        owner: str,
+        now: datetime,
+        lease: timedelta,
+        limit: int = ...,
+    ) -> list[AlertRecord]: ...
+
     def check_deadlines(self, *, now: datetime) -> int: ...
 
     def prune(self, *, older_than: datetime, limit: int = ...) -> int: ...
@@ -338,6 +350,9 @@ class SenderOptions:
     backoff: timedelta = timedelta(seconds=2)
     max_backoff: timedelta = timedelta(seconds=60)
     lease: timedelta = timedelta(minutes=2)
+    batch: int = 500
+    """Alerts leased per round: a round's answers and the next round's lease are one
+    transaction, so a thousand alerts cost three write transactions, not twenty."""
     retention: timedelta = timedelta(days=30)
     """Delivered and failed alerts are kept this long (the ledger's `fire_retention`)."""
     prune_every: timedelta = timedelta(hours=1)
@@ -388,7 +403,12 @@ class AlertSender:
         self._http.close()
 
     def deliver_due(self, stop: threading.Event) -> bool:
-        """Deliver the alerts due now; True when a full batch was taken (look again)."""
+        """Deliver the alerts due now, round after round; True when it stopped with
+        more to send (the caller looks again at once).
+
+        Nothing is leased (no write transaction) while nothing is due. Each round's
+        answers are recorded in the transaction that leases the next round: a crash
+        before it re-sends them under the same ids, which receivers drop."""
         now = self._clock.now()
         if self._deadlines_at is None or now >= self._deadlines_at:
             self._deadlines_at = now + self._options.deadlines_every
@@ -398,11 +418,35 @@ class AlertSender:
             pruned = self._outbox.prune(older_than=now - self._options.retention)
             if pruned:
                 log.info("alerts_pruned", rows=pruned)
-        taken = self._outbox.claim(owner=self._owner, now=now, lease=self._options.lease)
+        options = self._options
+        if not self._outbox.due(owner=self._owner, now=now, limit=options.batch):
+            return False
+        # Back to the deadline checks (and a fresh look) after a while of steady sending.
+        until = now + options.deadlines_every
+        taken = self._outbox.claim(
+            owner=self._owner, now=now, lease=options.lease, limit=options.batch
+        )
+        while taken:
+            attempts = self._round(taken, stop, until=now + options.lease / 2)
+            now = self._clock.now()
+            if stop.is_set() or now >= until:
+                self._outbox.record_all(attempts, owner=self._owner)
+                return not stop.is_set()
+            taken = self._outbox.exchange(
+                attempts, owner=self._owner, now=now, lease=options.lease, limit=options.batch
+            )
+        return False
+
+    def _round(
+        self, taken: Sequence[AlertRecord], stop: threading.Event, *, until: datetime
+    ) -> list[Attempt]:
+        """Deliver the leased alerts in order, within their lease; the ones left
+        (stopped, out of time, or behind a failed one of their channel) stay leased
+        to this sender, and the next round takes them first."""
         failed_channels: set[str] = set()
         attempts: list[Attempt] = []
         for record in taken:
-            if stop.is_set():
+            if stop.is_set() or self._clock.now() >= until:
                 break
             if record.channel in failed_channels:
                 continue  # its predecessor is retried first: the channel keeps its order
@@ -410,11 +454,7 @@ class AlertSender:
             attempts.append(attempt)
             if not attempt.delivered:
                 failed_channels.add(record.channel)
-        # One transaction for the round's answers: a crash before it re-sends them under
-        # the same ids, which receivers drop.
-        if attempts:
-            self._outbox.record_all(attempts, owner=self._owner)
-        return len(taken) >= 100  # noqa: PLR2004 - the claim's default limit
+        return attempts
 
     def _deliver(self, record: AlertRecord) -> Attempt:
         answer = deliver(record.destination, record.payload, smtp=self._smtp, http=self._http)

@@ -83,19 +83,31 @@ class SqlAlertOutbox:
     def record_all(self, attempts: Sequence[AttemptLike], *, owner: str) -> int:
         """Record a round's attempts in one transaction; how many were still leased."""
         with self._write() as conn:
-            return sum(
-                _alerts.record_alert(
-                    conn,
-                    record_id=attempt.record.id,
-                    owner=owner,
-                    now=attempt.at,
-                    delivered=attempt.delivered,
-                    error=attempt.error,
-                    response=attempt.response,
-                    retry_at=attempt.retry_at,
-                )
-                for attempt in attempts
-            )
+            return _alerts.record_alerts(conn, _answers(attempts), owner=owner)
+
+    def due(self, *, owner: str, now: datetime, limit: int = 100) -> bool:
+        """Whether `claim` would lease an alert now (a read: no write lock taken)."""
+        with translated(), self._db.read() as conn:
+            return _alerts.alerts_due(conn, owner=owner, now=now, limit=limit)
+
+    def exchange(
+        self,
+        attempts: Sequence[AttemptLike],
+        *,
+        owner: str,
+        now: datetime,
+        lease: timedelta,
+        limit: int = 100,
+    ) -> list[AlertRecord]:
+        """Record the last round's attempts and lease the next round's alerts, in one
+        transaction (`record_all`, then `claim`).
+
+        Raises:
+            StoreUnavailableError: the database cannot be reached.
+        """
+        with self._write() as conn:
+            _alerts.record_alerts(conn, _answers(attempts), owner=owner)
+            return _alerts.claim_alerts(conn, owner=owner, now=now, lease=lease, limit=limit)
 
     def check_deadlines(self, *, now: datetime) -> int:
         """Raise `late` and `stuck` alerts whose deadline passed (once each, whoever looks)."""
@@ -127,6 +139,20 @@ class SqlAlertOutbox:
     def _write(self) -> Iterator[Connection]:
         with translated(), self._db.write() as conn:
             yield conn
+
+
+def _answers(attempts: Sequence[AttemptLike]) -> list[_alerts.DeliveryAnswer]:
+    return [
+        _alerts.DeliveryAnswer(
+            record_id=attempt.record.id,
+            at=attempt.at,
+            delivered=attempt.delivered,
+            error=attempt.error,
+            response=attempt.response,
+            retry_at=attempt.retry_at,
+        )
+        for attempt in attempts
+    ]
 
 
 __all__ = ["SqlAlertOutbox"]
