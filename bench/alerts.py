@@ -306,8 +306,9 @@ def median(samples: Sequence[Any]) -> Any:
     first = samples[0]
     if isinstance(first, dict):
         return {key: median([s[key] for s in samples if key in s]) for key in first}
-    if isinstance(first, int | float) and not isinstance(first, bool):
-        return round(statistics.median(samples), 4)
+    numbers = [s for s in samples if isinstance(s, int | float) and not isinstance(s, bool)]
+    if numbers:
+        return round(statistics.median(numbers), 4)
     return first
 
 
@@ -332,6 +333,7 @@ def main() -> None:
     for n in range(args.repeat):
         for mode in modes if n % 2 == 0 else reversed(modes):
             samples[mode].append(run(args, alerts=mode == "on"))
+            print(json.dumps(samples[mode][-1]), file=sys.stderr)  # kept if a later run fails
     results: dict[str, object] = {m: median(found) for m, found in samples.items()}
     if args.repeat > 1:
         results["samples"] = samples
