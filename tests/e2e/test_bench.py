@@ -1,5 +1,5 @@
 """The benchmarks run and print their figures (bench/scale.py, burst.py, history.py,
-simulate.py, fire_latency.py, runtime_throughput.py).
+simulate.py, fire_latency.py, runtime_throughput.py, alerts.py).
 
 A smoke test with tiny figures, so the scripts keep working as the code changes: the
 figures themselves are machine-dependent and asserted nowhere (docs/benchmarks.md
@@ -132,3 +132,20 @@ def test_spread_reports_each_occurrence_once_and_the_share_within_a_second() -> 
     assert found["exactly_once"] is True
     assert isinstance(found["within_1s"], float)
     assert len(found["rss_mb_per_daemon"]) == 1
+
+
+def test_alerts_reports_the_alerts_delivered_and_the_fires_with_alerts_off_and_on() -> None:
+    found = bench(
+        "alerts.py",
+        *("--triggers", "5", "--seconds", "10", "--warmup", "1", "--fail-after", "2.5"),
+        "--json",
+    )
+    off, on = found["off"], found["on"]
+    assert off["outbox"] == {}
+    assert on["triggers_alerted"] == on["distinct_alerts"] == 5  # one each, however often
+    assert on["outbox"] == {"delivered": 5}
+    assert isinstance(on["last_received_after_flag_s"], float)
+    for part in ("window", "before", "burst", "after"):
+        assert 0 < on[part]["launched"] <= on[part]["expected"], part
+        assert isinstance(off[part]["launch_ms_p99"], int | float), part
+    assert "launch_ms_p99" in found["on_vs_off"]["window"]
