@@ -205,15 +205,17 @@ _LIVE_ROWS = sa.select(
 ).where(fires.c.outcome.in_(_LIVE))
 
 
-def raise_deadline_alerts(conn: Connection, now: datetime) -> int:
-    """Raise `late` for live occurrences past their trigger's `late`, and `stuck` for
-    runs running past its `stuck`; how many alerts were raised (before deduplication).
+def deadline_alerts(conn: Connection, now: datetime) -> list[tuple[AlertFacts, AlertRule]]:
+    """The `late` alerts of live occurrences past their trigger's `late`, and the
+    `stuck` ones of runs running past its `stuck`: to raise with `raise_alerts`.
 
-    Reads only the live ledger rows (as many as active and buffered runs); the ids
-    make a deadline found by several daemons one alert."""
+    Reads only the live ledger rows (as many as active and buffered runs), so a read
+    transaction is enough: an occurrence live at `now` past its deadline is late
+    whatever happens next, and the ids make a deadline found twice (by several
+    daemons, or again at the next check) one alert."""
     rows = conn.execute(_LIVE_ROWS).mappings().all()
     if not rows:
-        return 0
+        return []
     ids = sorted({row["trigger_id"] for row in rows})
     found: dict[str, Trigger | Exception] = {}
     for part in chunks(ids):
@@ -244,8 +246,7 @@ def raise_deadline_alerts(conn: Connection, now: datetime) -> int:
             and started + stuck <= now
         ):
             raised.append((AlertFacts(event=AlertEvent.STUCK, **common), rule))
-    raise_alerts(conn, raised, now)
-    return len(raised)
+    return raised
 
 
 # ---- delivery -----------------------------------------------------------------------

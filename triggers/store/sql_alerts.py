@@ -110,9 +110,15 @@ class SqlAlertOutbox:
             return _alerts.claim_alerts(conn, owner=owner, now=now, lease=lease, limit=limit)
 
     def check_deadlines(self, *, now: datetime) -> int:
-        """Raise `late` and `stuck` alerts whose deadline passed (once each, whoever looks)."""
-        with self._write() as conn:
-            return _alerts.raise_deadline_alerts(conn, now)
+        """Raise `late` and `stuck` alerts whose deadline passed (once each, whoever
+        looks); how many were found (before deduplication). Looking is a read: the
+        write lock is taken only when there is something to raise."""
+        with translated(), self._db.read() as conn:
+            raised = _alerts.deadline_alerts(conn, now)
+        if raised:
+            with self._write() as conn:
+                _alerts.raise_alerts(conn, raised, now)
+        return len(raised)
 
     def list(
         self, *, trigger_id: str | None = None, status: str | None = None, limit: int = 100
@@ -132,12 +138,15 @@ class SqlAlertOutbox:
         Raises:
             StoreUnavailableError: the database cannot be reached.
         """
-        with self._write() as conn:
+        with self._write(urgent=False) as conn:
             return _alerts.prune_alerts(conn, older_than=older_than, limit=limit)
 
     @contextmanager
-    def _write(self) -> Iterator[Connection]:
-        with translated(), self._db.write() as conn:
+    def _write(self, *, urgent: bool = True) -> Iterator[Connection]:
+        # Urgent, as the scheduler's claims: a sender's round is one short transaction
+        # per few hundred alerts, and behind a busy daemon's claims it would wait for
+        # as long as they keep coming (its alerts with it). Pruning can wait.
+        with translated(), self._db.write(urgent=urgent) as conn:
             yield conn
 
 
