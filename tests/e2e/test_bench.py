@@ -148,4 +148,4 @@ def test_alerts_reports_the_alerts_delivered_and_the_fires_with_alerts_off_and_o
     for part in ("window", "before", "burst", "after"):
         assert 0 < on[part]["launched"] <= on[part]["expected"], part
         assert isinstance(off[part]["launch_ms_p99"], int | float), part
-    assert "launch_ms_p99" in found["on_vs_off"]["window"]
+    assert "step_start_ms_p99" in found["on_vs_off"]["window"]  # launches may take 0 ms
