@@ -288,34 +288,39 @@ def _takeable(
 
 
 def alerts_due(conn: Connection, *, owner: str, now: datetime, limit: int) -> bool:
-    """Whether `claim_alerts` would lease anything now: a read, so a sender woken by
+    """Whether `lease_alerts` would lease anything now: a read, so a sender woken by
     every settlement takes no write lock while nothing is owed."""
     rows = conn.execute(_CANDIDATES.limit(limit * 4)).mappings().all()
     return bool(_takeable(rows, owner=owner, now=now, limit=1))
 
 
-def claim_alerts(
+def lease_alerts(
     conn: Connection, *, owner: str, now: datetime, lease: timedelta, limit: int
-) -> list[AlertRecord]:
-    """Lease the alerts due now, oldest first, each channel's in order (`_takeable`).
+) -> list[int]:
+    """Lease the alerts due now, oldest first, each channel's in order (`_takeable`);
+    their ids.
 
-    Only the few columns the choice needs are read for the candidates (on PostgreSQL
-    locked, so two daemons' senders take turns); the payloads only of those taken.
-    """
+    Only the few columns the choice needs are read (on PostgreSQL locked, so two
+    daemons' senders take turns); `read_alerts` reads the leased alerts whole, after
+    the commit, since no other sender changes them while the lease holds."""
     statement = _CANDIDATES.limit(limit * 4)
     if conn.dialect.name == "postgresql":
         statement = statement.with_for_update()
     candidates = conn.execute(statement).mappings().all()
     taken = _takeable(candidates, owner=owner, now=now, limit=limit)
-    if not taken:
-        return []
-    found: list[AlertRecord] = []
     for part in chunks(taken):
         conn.execute(
             alerts.update()
             .where(alerts.c.id.in_(part))
             .values(lease_owner=owner, lease_expires_at=now + lease)
         )
+    return taken
+
+
+def read_alerts(conn: Connection, ids: Sequence[int]) -> list[AlertRecord]:
+    """The alerts of `ids`, in id order."""
+    found: list[AlertRecord] = []
+    for part in chunks(ids):
         rows = conn.execute(sa.select(alerts).where(alerts.c.id.in_(part)).order_by(alerts.c.id))
         found += [_record(row) for row in rows.mappings()]
     return found

@@ -51,7 +51,8 @@ class SqlAlertOutbox:
             StoreUnavailableError: the database cannot be reached.
         """
         with self._write() as conn:
-            return _alerts.claim_alerts(conn, owner=owner, now=now, lease=lease, limit=limit)
+            taken = _alerts.lease_alerts(conn, owner=owner, now=now, lease=lease, limit=limit)
+        return self._read(taken)
 
     def record(
         self,
@@ -107,7 +108,15 @@ class SqlAlertOutbox:
         """
         with self._write() as conn:
             _alerts.record_alerts(conn, _answers(attempts), owner=owner)
-            return _alerts.claim_alerts(conn, owner=owner, now=now, lease=lease, limit=limit)
+            taken = _alerts.lease_alerts(conn, owner=owner, now=now, lease=lease, limit=limit)
+        return self._read(taken)
+
+    def _read(self, ids: Sequence[int]) -> list[AlertRecord]:
+        """The leased alerts whole: read after the lease's commit, out of the write lock."""
+        if not ids:
+            return []
+        with translated(), self._db.read() as conn:
+            return _alerts.read_alerts(conn, ids)
 
     def check_deadlines(self, *, now: datetime) -> int:
         """Raise `late` and `stuck` alerts whose deadline passed (once each, whoever
