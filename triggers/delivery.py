@@ -12,7 +12,7 @@ from __future__ import annotations
 import base64
 import http.client
 import json
-import json as _json
+import json as _json  # `WebhookClient.post`'s `json` hides the module's name
 import os
 import smtplib
 import ssl
@@ -26,7 +26,6 @@ from datetime import datetime, timedelta
 from email.message import EmailMessage
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
-from urllib.parse import unquote
 
 import structlog
 
@@ -155,7 +154,8 @@ class WebhookClient:
         body = _json.dumps(json, ensure_ascii=False, separators=(",", ":")).encode()
         sent = {"Content-Type": "application/json", "Accept": "*/*", **headers}
         if parts.username is not None:
-            user = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
+            password = urllib.parse.unquote(parts.password or "")
+            user = f"{urllib.parse.unquote(parts.username)}:{password}"
             sent["Authorization"] = "Basic " + base64.b64encode(user.encode()).decode()
         if self._proxy_for(parts):
             return self._via_proxy(url, body, sent, timeout)

@@ -3,6 +3,7 @@ connections, a receiver that closes them, timeouts, refusals, answers, a proxy."
 
 from __future__ import annotations
 
+import base64
 import json
 import socket
 import threading
@@ -150,3 +151,12 @@ def test_a_receiver_behind_a_proxy_is_reached_through_it(monkeypatch: pytest.Mon
     assert path == "http://hooks.example/abc"  # the proxy is asked for the whole URL
     assert headers["Idempotency-Key"] == PAYLOAD["id"]
     assert body == PAYLOAD
+
+
+def test_a_url_with_a_user_and_password_is_sent_as_basic_auth() -> None:
+    with receiver() as (base, seen):
+        answer = _send(base.replace("http://", "http://ops:p%40ss@") + "/hook")
+    assert answer.delivered
+    [(path, headers, _)] = seen.requests
+    assert path == "/hook"
+    assert headers["Authorization"] == "Basic " + base64.b64encode(b"ops:p@ss").decode()
