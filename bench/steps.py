@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
 from looms_runtime import StepContext
 
@@ -25,3 +26,11 @@ def noop(_input: object) -> None:
 def fail(_input: object) -> None:
     """Fail at once: what a failing job costs, for the alert benchmark."""
     raise RuntimeError("disk full")
+
+
+def mark_then_fail(input_: object, context: StepContext) -> None:
+    """`mark`, then fail once the file `BENCH_FAIL_FLAG` names exists: the alert
+    benchmark turns every trigger failing at one moment."""
+    mark(input_, context)
+    if Path(os.environ["BENCH_FAIL_FLAG"]).exists():
+        raise RuntimeError("disk full")

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from looms_runtime.db import Database
 from tests.factories import spec
-from triggers.alert_rules import AlertChannel, AlertEvent, AlertFacts, AlertRule
+from triggers.alert_rules import AlertChannel, AlertEvent, AlertFacts, AlertRecord, AlertRule
 from triggers.clock import utc
 from triggers.errors import RunnerRefusedError
 from triggers.store import _alerts
@@ -90,3 +91,50 @@ def test_a_start_refused_for_good_alerts_failed_once_and_a_completion_in_its_sta
     ]
     assert "no flow 'gone'" in str(found[-1].payload["error"])
     assert "no run started" in str(found[-1].payload["text"])
+
+
+@dataclass(frozen=True)
+class _Attempt:
+    record: AlertRecord
+    at: datetime
+    delivered: bool
+    error: str | None = None
+    response: str | None = None
+    retry_at: datetime | None = None
+
+
+def test_a_round_is_recorded_and_the_next_leased_in_one_exchange_fenced_on_the_lease(
+    reused_database: Database,
+) -> None:
+    outbox = SqlAlertOutbox(reused_database)
+    lease = timedelta(minutes=1)
+    assert not outbox.due(owner="o", now=T0)
+    for n in range(3):
+        _raise(reused_database, f"t{n}", T0)
+    assert outbox.due(owner="o", now=T0)
+    first = outbox.claim(owner="o", now=T0, lease=lease, limit=2)
+    assert [r.trigger_id for r in first] == ["t0", "t1"]
+    assert first[0].payload["trigger_id"] == "t0"
+    assert not outbox.claim(owner="other", now=T0, lease=lease)  # the channel is leased
+    assert not outbox.due(owner="other", now=T0)
+    assert outbox.due(owner="o", now=T0)  # t2, and its own leases
+    done = [_Attempt(record=r, at=T0, delivered=True, response="HTTP 200") for r in first]
+    # Another sender's answers change nothing: the lease fences them.
+    assert outbox.record_all(done, owner="other") == 0
+    second = outbox.exchange(done, owner="o", now=T0, lease=lease, limit=2)
+    assert [r.trigger_id for r in second] == ["t2"]
+    retry = T0 + timedelta(seconds=5)
+    refused = [_Attempt(record=second[0], at=T0, delivered=False, error="HTTP 500", retry_at=retry)]
+    assert outbox.exchange(refused, owner="o", now=T0, lease=lease) == []
+    assert not outbox.due(owner="o", now=T0)
+    assert outbox.due(owner="o", now=retry)
+    listed = {r.trigger_id: r for r in outbox.list(limit=10)}
+    assert {t: (r.status, r.attempts) for t, r in listed.items()} == {
+        "t0": ("delivered", 1),
+        "t1": ("delivered", 1),
+        "t2": ("pending", 1),
+    }
+    assert listed["t0"].delivered_at == T0
+    assert listed["t0"].response == "HTTP 200"
+    assert listed["t2"].next_attempt_at == retry
+    assert listed["t2"].last_error == "HTTP 500"

@@ -1,6 +1,6 @@
 """The benchmarks run and print their figures (bench/scale.py, burst.py, history.py,
 simulate.py, fire_latency.py, runtime_throughput.py, command_steps.py, spread.py,
-daemon_startup.py, api_storm.py).
+daemon_startup.py, api_storm.py, alerts.py).
 
 A smoke test with tiny figures, so the scripts keep working as the code changes: the
 figures themselves are machine-dependent and asserted nowhere (docs/benchmarks.md
@@ -151,3 +151,20 @@ def test_api_storm_answers_every_request() -> None:
     assert found["failures"] == {}
     assert set(found["answers"]) == {"200"}
     assert found["daemon_exit_code"] == 0
+
+
+def test_alerts_reports_the_alerts_delivered_and_the_fires_with_alerts_off_and_on() -> None:
+    found = bench(
+        "alerts.py",
+        *("--triggers", "5", "--seconds", "10", "--warmup", "1", "--fail-after", "2.5"),
+        "--json",
+    )
+    off, on = found["off"], found["on"]
+    assert off["outbox"] == {}
+    assert on["triggers_alerted"] == on["distinct_alerts"] == 5  # one each, however often
+    assert on["outbox"] == {"delivered": 5}
+    assert isinstance(on["last_received_after_flag_s"], float)
+    for part in ("window", "before", "burst", "after"):
+        assert 0 < on[part]["launched"] <= on[part]["expected"], part
+        assert isinstance(off[part]["launch_ms_p99"], int | float), part
+    assert "step_start_ms_p99" in found["on_vs_off"]["window"]  # launches may take 0 ms

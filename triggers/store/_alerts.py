@@ -9,6 +9,7 @@ row in `alert_states` says a failure was alerted and not yet followed by a succe
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -16,10 +17,16 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from triggers.alert_rules import AlertEvent, AlertFacts, AlertRecord, AlertRule, alert_payload
-from triggers.clock import from_ms
+from triggers.clock import from_ms, to_ms
 from triggers.model import Outcome, Trigger
 from triggers.store._decide import TriggerView
-from triggers.store._sql_common import chunks, lock_triggers, read_triggers, select_triggers
+from triggers.store._sql_common import (
+    chunks,
+    executemany,
+    lock_triggers,
+    read_triggers,
+    select_triggers,
+)
 from triggers.store.protocol import Settlement
 from triggers.store.schema import alert_states, alerts, fires, triggers
 
@@ -198,15 +205,17 @@ _LIVE_ROWS = sa.select(
 ).where(fires.c.outcome.in_(_LIVE))
 
 
-def raise_deadline_alerts(conn: Connection, now: datetime) -> int:
-    """Raise `late` for live occurrences past their trigger's `late`, and `stuck` for
-    runs running past its `stuck`; how many alerts were raised (before deduplication).
+def deadline_alerts(conn: Connection, now: datetime) -> list[tuple[AlertFacts, AlertRule]]:
+    """The `late` alerts of live occurrences past their trigger's `late`, and the
+    `stuck` ones of runs running past its `stuck`: to raise with `raise_alerts`.
 
-    Reads only the live ledger rows (as many as active and buffered runs); the ids
-    make a deadline found by several daemons one alert."""
+    Reads only the live ledger rows (as many as active and buffered runs), so a read
+    transaction is enough: an occurrence live at `now` past its deadline is late
+    whatever happens next, and the ids make a deadline found twice (by several
+    daemons, or again at the next check) one alert."""
     rows = conn.execute(_LIVE_ROWS).mappings().all()
     if not rows:
-        return 0
+        return []
     ids = sorted({row["trigger_id"] for row in rows})
     found: dict[str, Trigger | Exception] = {}
     for part in chunks(ids):
@@ -237,29 +246,34 @@ def raise_deadline_alerts(conn: Connection, now: datetime) -> int:
             and started + stuck <= now
         ):
             raised.append((AlertFacts(event=AlertEvent.STUCK, **common), rule))
-    raise_alerts(conn, raised, now)
-    return len(raised)
+    return raised
 
 
 # ---- delivery -----------------------------------------------------------------------
 
 
-def claim_alerts(
-    conn: Connection, *, owner: str, now: datetime, lease: timedelta, limit: int
-) -> list[AlertRecord]:
-    """Lease the alerts due now, oldest first, each channel's in order.
-
-    A channel whose oldest pending alert waits for a retry (or is leased elsewhere)
-    gives none: its alerts arrive in the order they were raised.
-    """
-    statement = (
-        sa.select(alerts).where(alerts.c.status == PENDING).order_by(alerts.c.id).limit(limit * 4)
+_CANDIDATES = (
+    sa.select(
+        alerts.c.id,
+        alerts.c.channel,
+        alerts.c.next_attempt_at,
+        alerts.c.lease_owner,
+        alerts.c.lease_expires_at,
     )
-    if conn.dialect.name == "postgresql":
-        statement = statement.with_for_update()
+    .where(alerts.c.status == PENDING)
+    .order_by(alerts.c.id)
+)
+
+
+def _takeable(
+    candidates: Sequence[Mapping[Any, Any]], *, owner: str, now: datetime, limit: int
+) -> list[int]:
+    """The ids of the pending `candidates` (oldest first) that may be sent now: a
+    channel whose oldest pending alert waits for a retry, or is leased elsewhere,
+    gives none, so its alerts arrive in the order they were raised."""
     blocked: set[str] = set()
-    taken: list[AlertRecord] = []
-    for row in conn.execute(statement).mappings():
+    taken: list[int] = []
+    for row in candidates:
         channel = row["channel"]
         if channel in blocked:
             continue
@@ -267,16 +281,108 @@ def claim_alerts(
         if row["next_attempt_at"] > now or (leased and row["lease_owner"] != owner):
             blocked.add(channel)
             continue
-        taken.append(_record(row))
+        taken.append(row["id"])
         if len(taken) >= limit:
             break
-    if taken:
+    return taken
+
+
+def alerts_due(conn: Connection, *, owner: str, now: datetime, limit: int) -> bool:
+    """Whether `lease_alerts` would lease anything now: a read, so a sender woken by
+    every settlement takes no write lock while nothing is owed."""
+    rows = conn.execute(_CANDIDATES.limit(limit * 4)).mappings().all()
+    return bool(_takeable(rows, owner=owner, now=now, limit=1))
+
+
+def lease_alerts(
+    conn: Connection, *, owner: str, now: datetime, lease: timedelta, limit: int
+) -> list[int]:
+    """Lease the alerts due now, oldest first, each channel's in order (`_takeable`);
+    their ids.
+
+    Only the few columns the choice needs are read (on PostgreSQL locked, so two
+    daemons' senders take turns); `read_alerts` reads the leased alerts whole, after
+    the commit, since no other sender changes them while the lease holds."""
+    statement = _CANDIDATES.limit(limit * 4)
+    if conn.dialect.name == "postgresql":
+        statement = statement.with_for_update()
+    candidates = conn.execute(statement).mappings().all()
+    taken = _takeable(candidates, owner=owner, now=now, limit=limit)
+    for part in chunks(taken):
         conn.execute(
             alerts.update()
-            .where(alerts.c.id.in_([record.id for record in taken]))
+            .where(alerts.c.id.in_(part))
             .values(lease_owner=owner, lease_expires_at=now + lease)
         )
     return taken
+
+
+def read_alerts(conn: Connection, ids: Sequence[int]) -> list[AlertRecord]:
+    """The alerts of `ids`, in id order."""
+    found: list[AlertRecord] = []
+    for part in chunks(ids):
+        rows = conn.execute(sa.select(alerts).where(alerts.c.id.in_(part)).order_by(alerts.c.id))
+        found += [_record(row) for row in rows.mappings()]
+    return found
+
+
+_RECORD = (
+    alerts.update()
+    .where(
+        alerts.c.id == sa.bindparam("b_id"),
+        alerts.c.lease_owner == sa.bindparam("b_owner"),
+        alerts.c.status == sa.literal_column(f"'{PENDING}'"),
+    )
+    .values(
+        status=sa.bindparam("b_status"),
+        attempts=alerts.c.attempts + sa.literal_column("1"),
+        next_attempt_at=sa.bindparam("b_next_at", type_=sa.BigInteger()),
+        delivered_at=sa.bindparam("b_delivered_at", type_=sa.BigInteger()),
+        last_error=sa.bindparam("b_error"),
+        response=sa.bindparam("b_response"),
+        lease_owner=sa.null(),
+        lease_expires_at=sa.null(),
+    )
+)
+
+
+def record_alerts(conn: Connection, answers: Sequence[DeliveryAnswer], *, owner: str) -> int:
+    """Record delivery attempts in one statement, each fenced on its lease; how many
+    were still leased by `owner` (the others were taken over: their answers are
+    dropped, and the new holder sends them again under the same id)."""
+    rows = []
+    for answer in answers:
+        if answer.delivered:
+            status, next_at = DELIVERED, answer.at
+        elif answer.retry_at is not None:
+            status, next_at = PENDING, answer.retry_at
+        else:
+            status, next_at = FAILED, answer.at
+        rows.append(
+            {
+                "b_id": answer.record_id,
+                "b_owner": owner,
+                "b_status": status,
+                "b_next_at": to_ms(next_at),
+                "b_delivered_at": to_ms(answer.at) if answer.delivered else None,
+                "b_error": answer.error,
+                "b_response": answer.response,
+            }
+        )
+    return executemany(conn, _RECORD, rows)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeliveryAnswer:
+    """One delivery attempt's answer, as `record_alerts` writes it."""
+
+    record_id: int
+    at: datetime
+    delivered: bool
+    error: str | None = None
+    response: str | None = None
+    retry_at: datetime | None = None
+    """None for a failed attempt: failed for good."""
 
 
 def record_alert(
@@ -291,27 +397,15 @@ def record_alert(
     retry_at: datetime | None,
 ) -> bool:
     """Record one delivery attempt, fenced on the lease; False: the lease was lost."""
-    if delivered:
-        status, next_at = DELIVERED, now
-    elif retry_at is not None:
-        status, next_at = PENDING, retry_at
-    else:
-        status, next_at = FAILED, now
-    result = conn.execute(
-        alerts.update()
-        .where(alerts.c.id == record_id, alerts.c.lease_owner == owner, alerts.c.status == PENDING)
-        .values(
-            status=status,
-            attempts=alerts.c.attempts + 1,
-            next_attempt_at=next_at,
-            delivered_at=now if delivered else None,
-            last_error=error,
-            response=response,
-            lease_owner=None,
-            lease_expires_at=None,
-        )
+    answer = DeliveryAnswer(
+        record_id=record_id,
+        at=now,
+        delivered=delivered,
+        error=error,
+        response=response,
+        retry_at=retry_at,
     )
-    return bool(result.rowcount)
+    return bool(record_alerts(conn, [answer], owner=owner))
 
 
 def prune_alerts(conn: Connection, *, older_than: datetime, limit: int) -> int:

@@ -51,7 +51,8 @@ class SqlAlertOutbox:
             StoreUnavailableError: the database cannot be reached.
         """
         with self._write() as conn:
-            return _alerts.claim_alerts(conn, owner=owner, now=now, lease=lease, limit=limit)
+            taken = _alerts.lease_alerts(conn, owner=owner, now=now, lease=lease, limit=limit)
+        return self._read(taken)
 
     def record(
         self,
@@ -83,24 +84,50 @@ class SqlAlertOutbox:
     def record_all(self, attempts: Sequence[AttemptLike], *, owner: str) -> int:
         """Record a round's attempts in one transaction; how many were still leased."""
         with self._write() as conn:
-            return sum(
-                _alerts.record_alert(
-                    conn,
-                    record_id=attempt.record.id,
-                    owner=owner,
-                    now=attempt.at,
-                    delivered=attempt.delivered,
-                    error=attempt.error,
-                    response=attempt.response,
-                    retry_at=attempt.retry_at,
-                )
-                for attempt in attempts
-            )
+            return _alerts.record_alerts(conn, _answers(attempts), owner=owner)
+
+    def due(self, *, owner: str, now: datetime, limit: int = 100) -> bool:
+        """Whether `claim` would lease an alert now (a read: no write lock taken)."""
+        with translated(), self._db.read() as conn:
+            return _alerts.alerts_due(conn, owner=owner, now=now, limit=limit)
+
+    def exchange(
+        self,
+        attempts: Sequence[AttemptLike],
+        *,
+        owner: str,
+        now: datetime,
+        lease: timedelta,
+        limit: int = 100,
+    ) -> list[AlertRecord]:
+        """Record the last round's attempts and lease the next round's alerts, in one
+        transaction (`record_all`, then `claim`).
+
+        Raises:
+            StoreUnavailableError: the database cannot be reached.
+        """
+        with self._write() as conn:
+            _alerts.record_alerts(conn, _answers(attempts), owner=owner)
+            taken = _alerts.lease_alerts(conn, owner=owner, now=now, lease=lease, limit=limit)
+        return self._read(taken)
+
+    def _read(self, ids: Sequence[int]) -> list[AlertRecord]:
+        """The leased alerts whole: read after the lease's commit, out of the write lock."""
+        if not ids:
+            return []
+        with translated(), self._db.read() as conn:
+            return _alerts.read_alerts(conn, ids)
 
     def check_deadlines(self, *, now: datetime) -> int:
-        """Raise `late` and `stuck` alerts whose deadline passed (once each, whoever looks)."""
-        with self._write() as conn:
-            return _alerts.raise_deadline_alerts(conn, now)
+        """Raise `late` and `stuck` alerts whose deadline passed (once each, whoever
+        looks); how many were found (before deduplication). Looking is a read: the
+        write lock is taken only when there is something to raise."""
+        with translated(), self._db.read() as conn:
+            raised = _alerts.deadline_alerts(conn, now)
+        if raised:
+            with self._write() as conn:
+                _alerts.raise_alerts(conn, raised, now)
+        return len(raised)
 
     def list(
         self, *, trigger_id: str | None = None, status: str | None = None, limit: int = 100
@@ -120,13 +147,30 @@ class SqlAlertOutbox:
         Raises:
             StoreUnavailableError: the database cannot be reached.
         """
-        with self._write() as conn:
+        with self._write(urgent=False) as conn:
             return _alerts.prune_alerts(conn, older_than=older_than, limit=limit)
 
     @contextmanager
-    def _write(self) -> Iterator[Connection]:
-        with translated(), self._db.write() as conn:
+    def _write(self, *, urgent: bool = True) -> Iterator[Connection]:
+        # Urgent, as the scheduler's claims: a sender's round is one short transaction
+        # per few hundred alerts, and behind a busy daemon's claims it would wait for
+        # as long as they keep coming (its alerts with it). Pruning can wait.
+        with translated(), self._db.write(urgent=urgent) as conn:
             yield conn
+
+
+def _answers(attempts: Sequence[AttemptLike]) -> list[_alerts.DeliveryAnswer]:
+    return [
+        _alerts.DeliveryAnswer(
+            record_id=attempt.record.id,
+            at=attempt.at,
+            delivered=attempt.delivered,
+            error=attempt.error,
+            response=attempt.response,
+            retry_at=attempt.retry_at,
+        )
+        for attempt in attempts
+    ]
 
 
 __all__ = ["SqlAlertOutbox"]
