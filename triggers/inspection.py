@@ -105,7 +105,6 @@ def describe_trigger(
     entries = audit.entries(AuditQuery(trigger_id=trigger_id, limit=actions))
     entries = sorted([*entries, *applies], key=lambda e: (e.at, e.id or 0), reverse=True)
     next_fires, no_next_fire = _upcoming(trigger, now=now, count=upcoming)
-    stored = [row for row in store.list_triggers() if isinstance(row, Trigger)]
     return TriggerDescription(
         trigger=trigger,
         declaration=declaration_view(trigger.spec),
@@ -121,18 +120,22 @@ def describe_trigger(
         alerts=[]
         if alerts is None
         else alerts(trigger_id=trigger_id, status=None, limit=ALERTS_DESCRIBED),
-        pool=_pool_of(store, trigger, stored),
+        pool=_pool_of(store, trigger),
         upstreams=upstream_links(trigger.spec),
-        dependents=dependent_links(trigger.id, stored),
+        dependents=dependent_links(trigger.id, store.maybe_dependents(trigger.id)),
     )
 
 
-def _pool_of(store: TriggerReads, trigger: Trigger, stored: list[Trigger]) -> PoolView | None:
+def _pool_of(store: TriggerReads, trigger: Trigger) -> PoolView | None:
     pool = trigger.spec.pool
     if pool is None:
         return None
     members = [
-        row for row in stored if row.spec.pool is not None and row.spec.pool.name == pool.name
+        row
+        for row in store.list_triggers()
+        if isinstance(row, Trigger)
+        and row.spec.pool is not None
+        and row.spec.pool.name == pool.name
     ]
     return next(iter(pool_views(store, members)), None)
 

@@ -14,7 +14,8 @@ import pytest
 from looms_runtime.db import Database
 from tests.factories import spec
 from triggers.clock import utc
-from triggers.model import AfterSchedule, FireRecord, Outcome, Overlap, Reason
+from triggers.dependency_links import dependent_links
+from triggers.model import AfterSchedule, FireRecord, Outcome, Overlap, Reason, Requirement
 from triggers.store.protocol import (
     Claimed,
     ClaimRequest,
@@ -246,3 +247,40 @@ def test_a_run_completed_within_its_start_gives_its_dependents_their_occurrences
     assert (report.upstream_run_id, report.idempotency_key) == ("run-1", "report:after:run-1")
     assert [r.upstream_run_id for r in rows(store, "audit")] == ["run-1"]
     assert rows(store, "alarm") == []
+
+
+def test_maybe_dependents_finds_every_live_dependent_without_reading_every_trigger(
+    store: TriggerStore,
+) -> None:
+    store.apply(
+        [
+            UPSTREAM,
+            spec("report", schedule=AfterSchedule.of("import", "completed")),
+            spec("alarm", schedule=AfterSchedule.of("import", "failed")),
+            spec("audit", schedule=AfterSchedule.of("import", "settled")),
+            spec(
+                "nightly",
+                cron="0 3 * * *",
+                requires=Requirement(trigger="import", outcome="completed", since=LEASE),
+            ),
+            spec("elsewhere", cron="0 4 * * *", description='mentions "requires" in words'),
+            *(spec(f"plain-{n}", cron="0 5 * * *") for n in range(20)),
+        ],
+        now=T0,
+    )
+    found = store.maybe_dependents("import")
+
+    links = dependent_links("import", found)
+    assert [(link.trigger_id, link.via) for link in links] == [
+        ("alarm", "after"),
+        ("audit", "after"),
+        ("nightly", "requires"),
+        ("report", "after"),
+    ]
+    store.apply(
+        [UPSTREAM, spec("report", schedule=AfterSchedule.of("import", "completed"))],
+        now=T0,
+    )
+    assert [
+        link.trigger_id for link in dependent_links("import", store.maybe_dependents("import"))
+    ] == ["report"]  # the retired ones are gone

@@ -127,6 +127,11 @@ class MemoryTriggerStore:
         with self._lock:
             return self._tables.meta.get(_APPLIED_DIGEST) or None
 
+    def maybe_dependents(self, trigger_id: str) -> list[Trigger]:
+        with self._lock:
+            rows = [self._tables.triggers[i] for i in sorted(self._tables.triggers)]
+            return [t for row in rows if not (t := row.snapshot()).retired]
+
     def list_triggers(
         self,
         *,

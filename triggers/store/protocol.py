@@ -378,6 +378,12 @@ class TriggerReads(Protocol):
         `limit` whose id sorts after `after_id`."""
         ...
 
+    def maybe_dependents(self, trigger_id: str) -> list[Trigger]:
+        """The live triggers whose `after:` or `requires:` may name `trigger_id`, by id:
+        every one that does, and perhaps others (`dependency_links` tells them apart),
+        without reading every trigger."""
+        ...
+
     def find_triggers(self, query: TriggerListQuery) -> list[TriggerRow]:
         """The first `query.limit` triggers by id after `query.after_id` that its search
         and state select, chosen by the store's query (the dashboard's list: a search that

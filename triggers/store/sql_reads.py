@@ -36,7 +36,7 @@ from triggers.store.protocol import (
     RecordedDowntime,
     TriggerListQuery,
 )
-from triggers.store.schema import fires, heartbeats, meta, triggers
+from triggers.store.schema import fires, heartbeats, meta, trigger_upstreams, triggers
 
 APPLIED_DIGEST = "applied_declarations_digest"
 """The `meta` key of the digest of the declarations file last applied."""
@@ -86,6 +86,25 @@ class SqlTriggerReads:
         if changed_since is not None:
             return [found[trigger_id] for trigger_id in sorted(found)]
         return list(found.values())
+
+    def maybe_dependents(self, trigger_id: str) -> list[Trigger]:
+        # The `after:` dependents by the upstreams' index; any trigger with a
+        # `requires:` (a key its declaration holds only when set): a few rows to
+        # decode where reading every trigger would decode thousands.
+        statement = select_triggers().where(
+            triggers.c.retired.is_(False),
+            sa.or_(
+                triggers.c.id.in_(
+                    sa.select(trigger_upstreams.c.trigger_id).where(
+                        trigger_upstreams.c.upstream == trigger_id
+                    )
+                ),
+                sa.cast(triggers.c.declaration, sa.Text).like('%"requires"%'),
+            ),
+        )
+        with self._read() as conn:
+            found = read_triggers(conn, statement.order_by(triggers.c.id))
+        return [row for row in found.values() if isinstance(row, Trigger)]
 
     def find_triggers(self, query: TriggerListQuery) -> list[Trigger | StoreError]:
         with self._read() as conn:
