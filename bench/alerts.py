@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import signal
 import statistics
@@ -50,7 +49,14 @@ from sqlalchemy.engine import make_url
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _measure import ROOT, TRIGGERS, cpu_seconds, load_average, percentile, wait_for_launches
+from _measure import (
+    TRIGGERS,
+    cpu_seconds,
+    environment,
+    load_average,
+    percentile,
+    wait_for_launches,
+)
 
 BURST_S = 5.0
 FIGURES = (
@@ -150,18 +156,8 @@ def run(args: argparse.Namespace, *, alerts: bool) -> dict[str, object]:
     config.write_text(declarations(args.triggers, receiver.port if receiver else None))
     try:
         with database(args.database_url, workdir) as url:
-            env = {k: v for k, v in os.environ.items() if not k.startswith("TRIGGERS_")}
-            env.update(
-                {
-                    "TRIGGERS_DATABASE_URL": url,
-                    "TRIGGERS_LOG_FORMAT": "json",
-                    "TRIGGERS_LOG_LEVEL": "warning",
-                    "TRIGGERS_STATE_DIRECTORY": str(workdir / "state"),
-                    "BENCH_STEP_LOG": str(step_log),
-                    "BENCH_FAIL_FLAG": str(flag),
-                    "PYTHONPATH": str(ROOT),
-                }
-            )
+            env = environment(url, workdir)
+            env.update({"BENCH_STEP_LOG": str(step_log), "BENCH_FAIL_FLAG": str(flag)})
             with (workdir / "daemon.log").open("w") as log:
                 daemon = subprocess.Popen(
                     [TRIGGERS, "run", "--config", str(config)],

@@ -39,7 +39,7 @@ import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _measure import ROOT, TRIGGERS, wait_for_launches
+from _measure import ROOT, TRIGGERS, environment, wait_for_launches
 
 
 def declarations(count: int, *, step: str) -> str:
@@ -64,7 +64,7 @@ def cpu_seconds(pid: int) -> float:
 
 def workers_cpu_seconds(pid: int) -> dict[int, float]:
     """CPU of each worker process the daemon `pid` started (its Python steps' processes)."""
-    found = {}
+    found: dict[int, float] = {}
     try:
         children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
     except OSError:
@@ -97,17 +97,8 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     config = workdir / "triggers.yaml"
     config.write_text(declarations(args.triggers, step=args.step))
     step_log = workdir / "steps.log"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TRIGGERS_")}
-    env.update(
-        {
-            "TRIGGERS_DATABASE_URL": url,
-            "TRIGGERS_LOG_FORMAT": "json",
-            "TRIGGERS_LOG_LEVEL": "warning",
-            "TRIGGERS_STATE_DIRECTORY": str(workdir / "state"),
-            "BENCH_STEP_LOG": str(step_log),
-            "PYTHONPATH": str(ROOT),
-        }
-    )
+    env = environment(url, workdir)
+    env["BENCH_STEP_LOG"] = str(step_log)
     if args.worker_processes is not None:
         env["TRIGGERS_WORKER_PROCESSES"] = str(args.worker_processes)
     log = (workdir / "daemon.log").open("w")

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from looms_runtime.db import Database
 from tests.factories import spec
-from triggers.alert_rules import AlertChannel, AlertEvent, AlertFacts, AlertRecord, AlertRule
+from triggers.alert_rules import AlertChannel, AlertEvent, AlertFacts, AlertRule
 from triggers.clock import utc
+from triggers.delivery import Attempt
 from triggers.errors import RunnerRefusedError
 from triggers.store import _alerts
 from triggers.store.protocol import (
@@ -93,16 +93,6 @@ def test_a_start_refused_for_good_alerts_failed_once_and_a_completion_in_its_sta
     assert "no run started" in str(found[-1].payload["text"])
 
 
-@dataclass(frozen=True)
-class _Attempt:
-    record: AlertRecord
-    at: datetime
-    delivered: bool
-    error: str | None = None
-    response: str | None = None
-    retry_at: datetime | None = None
-
-
 def test_a_round_is_recorded_and_the_next_leased_in_one_exchange_fenced_on_the_lease(
     reused_database: Database,
 ) -> None:
@@ -118,13 +108,13 @@ def test_a_round_is_recorded_and_the_next_leased_in_one_exchange_fenced_on_the_l
     assert not outbox.claim(owner="other", now=T0, lease=lease)  # the channel is leased
     assert not outbox.due(owner="other", now=T0)
     assert outbox.due(owner="o", now=T0)  # t2, and its own leases
-    done = [_Attempt(record=r, at=T0, delivered=True, response="HTTP 200") for r in first]
+    done = [Attempt(record=r, at=T0, delivered=True, response="HTTP 200") for r in first]
     # Another sender's answers change nothing: the lease fences them.
     assert outbox.record_all(done, owner="other") == 0
     second = outbox.exchange(done, owner="o", now=T0, lease=lease, limit=2)
     assert [r.trigger_id for r in second] == ["t2"]
     retry = T0 + timedelta(seconds=5)
-    refused = [_Attempt(record=second[0], at=T0, delivered=False, error="HTTP 500", retry_at=retry)]
+    refused = [Attempt(record=second[0], at=T0, delivered=False, error="HTTP 500", retry_at=retry)]
     assert outbox.exchange(refused, owner="o", now=T0, lease=lease) == []
     assert not outbox.due(owner="o", now=T0)
     assert outbox.due(owner="o", now=retry)
