@@ -111,28 +111,11 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         )
         for _ in range(args.daemons)
     ]
-    time.sleep(args.warmup)
-    # The window opens once the daemons fire, however long a busy machine takes to
-    # start them (migrate, apply, first tick), not after a fixed time.
-    wait_for_launches(url, args.triggers, deadline=time.monotonic() + args.ready_timeout)
-    load = [round(os.getloadavg()[0], 2)]
-    cpu_start = sum(cpu_seconds(d.pid) for d in daemons)
-    workers_start = [workers_cpu_seconds(d.pid) for d in daemons]
-    window_start = time.time()
-    time.sleep(args.seconds)
-    window_end = time.time()
-    cpu_used = sum(cpu_seconds(d.pid) for d in daemons) - cpu_start
-    workers_used = sum(
-        cpu - before.get(pid, 0.0)
-        for d, before in zip(daemons, workers_start, strict=True)
-        for pid, cpu in workers_cpu_seconds(d.pid).items()
-    )
-    memory = max(rss_mb(d.pid) for d in daemons)
-    load.append(round(os.getloadavg()[0], 2))
-    for daemon in daemons:
-        daemon.send_signal(signal.SIGTERM)
-    for daemon in daemons:
-        daemon.wait(timeout=60)
+    try:
+        measured = _window(args, url, daemons)
+    finally:
+        _stop(daemons)
+    load, cpu_used, workers_used, memory, window_start, window_end = measured
     engine = sa.create_engine(url)
     with engine.connect() as conn:
         rows = conn.execute(
@@ -196,6 +179,46 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     else:
         result["workdir"] = str(workdir)
     return result
+
+
+def _window(
+    args: argparse.Namespace, url: str, daemons: list[subprocess.Popen[bytes]]
+) -> tuple[list[float], float, float, float, float, float]:
+    """The measured window, once every trigger launched: load, CPU, workers' CPU,
+    memory and the window's ends."""
+    time.sleep(args.warmup)
+    # The window opens once the daemons fire, however long a busy machine takes to
+    # start them (migrate, apply, first tick), not after a fixed time.
+    wait_for_launches(url, args.triggers, deadline=time.monotonic() + args.ready_timeout)
+    load = [round(os.getloadavg()[0], 2)]
+    cpu_start = sum(cpu_seconds(d.pid) for d in daemons)
+    workers_start = [workers_cpu_seconds(d.pid) for d in daemons]
+    window_start = time.time()
+    time.sleep(args.seconds)
+    window_end = time.time()
+    cpu_used = sum(cpu_seconds(d.pid) for d in daemons) - cpu_start
+    workers_used = sum(
+        cpu - before.get(pid, 0.0)
+        for d, before in zip(daemons, workers_start, strict=True)
+        for pid, cpu in workers_cpu_seconds(d.pid).items()
+    )
+    memory = max(rss_mb(d.pid) for d in daemons)
+    load.append(round(os.getloadavg()[0], 2))
+    return load, cpu_used, workers_used, memory, window_start, window_end
+
+
+def _stop(daemons: list[subprocess.Popen[bytes]]) -> None:
+    """SIGTERM, then SIGKILL whatever did not stop within a minute (an overloaded
+    daemon left behind would spoil every measurement after it)."""
+    for daemon in daemons:
+        if daemon.poll() is None:
+            daemon.send_signal(signal.SIGTERM)
+    for daemon in daemons:
+        try:
+            daemon.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            daemon.kill()
+            daemon.wait()
 
 
 def _step_starts(path: Path) -> dict[str, float]:
