@@ -13,11 +13,14 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import sqlalchemy as sa
+from sqlalchemy.engine import make_url
 
 TRIGGERS = shutil.which("triggers", path=str(Path(sys.executable).parent)) or "triggers"
 ROOT = Path(__file__).resolve().parent.parent
@@ -114,11 +117,20 @@ def summarize(samples: Sequence[Mapping[str, object]]) -> dict[str, object]:
     return summary
 
 
-def wait_for_launches(url: str, triggers: int, *, deadline: float) -> None:
-    """Until the ledger holds a launched fire of `triggers` triggers (or `deadline` passes)."""
+def wait_for_launches(
+    url: str,
+    triggers: int,
+    *,
+    deadline: float,
+    daemons: Sequence[subprocess.Popen[bytes]] = (),
+) -> None:
+    """Until the ledger holds a launched fire of `triggers` triggers (or `deadline`
+    passes, or one of `daemons` exits: its log says why)."""
     engine = sa.create_engine(url)
     try:
         while time.monotonic() < deadline:
+            if any(d.poll() is not None for d in daemons):
+                raise SystemExit("a daemon exited before every trigger launched: see its log")
             try:
                 with engine.connect() as conn:
                     found = conn.execute(
@@ -135,3 +147,21 @@ def wait_for_launches(url: str, triggers: int, *, deadline: float) -> None:
         raise SystemExit("no fire of every trigger launched within --ready-timeout")
     finally:
         engine.dispose()
+
+
+@contextmanager
+def database(base_url: str | None, workdir: Path) -> Iterator[str]:
+    """A fresh database: a SQLite file, or one created on the PostgreSQL server."""
+    if base_url is None:
+        yield f"sqlite:///{workdir / 'bench.sqlite'}"
+        return
+    name = f"bench_{uuid.uuid4().hex[:8]}"
+    admin = sa.create_engine(base_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield make_url(base_url).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()

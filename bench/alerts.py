@@ -36,22 +36,20 @@ import sys
 import tempfile
 import threading
 import time
-import uuid
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import make_url
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _measure import (
     TRIGGERS,
     cpu_seconds,
+    database,
     environment,
     load_average,
     percentile,
@@ -127,24 +125,6 @@ class Receiver:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
-
-
-@contextmanager
-def database(base_url: str | None, workdir: Path) -> Iterator[str]:
-    """A fresh database: a SQLite file, or one created on the PostgreSQL server."""
-    if base_url is None:
-        yield f"sqlite:///{workdir / 'bench.sqlite'}"
-        return
-    name = f"bench_alerts_{uuid.uuid4().hex[:8]}"
-    admin = sa.create_engine(base_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield make_url(base_url).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
 
 
 def run(args: argparse.Namespace, *, alerts: bool) -> dict[str, object]:

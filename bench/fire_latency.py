@@ -17,7 +17,7 @@ see bench/apscheduler_peer.py), and prints its figures beside ours.
     .venv/bin/python bench/fire_latency.py --triggers 100 --seconds 30 --peers
     .venv/bin/python bench/fire_latency.py --triggers 1000 --seconds 30 --peers
     .venv/bin/python bench/fire_latency.py --triggers 1000 --daemons 3 \
-        --database-url postgresql+psycopg://postgres@127.0.0.1:5432/bench
+        --database-url postgresql+psycopg://postgres@127.0.0.1:5432/postgres
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _measure import ROOT, TRIGGERS, environment, wait_for_launches
+from _measure import ROOT, TRIGGERS, database, environment, wait_for_launches
 
 
 def declarations(count: int, *, step: str) -> str:
@@ -93,7 +93,15 @@ def percentile(values: list[float], q: float) -> float:
 
 def run(args: argparse.Namespace) -> dict[str, object]:
     workdir = Path(tempfile.mkdtemp(prefix="triggers-bench-"))
-    url = args.database_url or f"sqlite:///{workdir / 'bench.sqlite'}"
+    try:
+        with database(args.database_url, workdir) as url:
+            return _run(args, url, workdir)
+    finally:
+        if not args.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _run(args: argparse.Namespace, url: str, workdir: Path) -> dict[str, object]:
     config = workdir / "triggers.yaml"
     config.write_text(declarations(args.triggers, step=args.step))
     step_log = workdir / "steps.log"
@@ -174,9 +182,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
                     "step_start_ms_max": round(max(starts), 1),
                 }
             )
-    if not args.keep:
-        shutil.rmtree(workdir, ignore_errors=True)
-    else:
+    if args.keep:
         result["workdir"] = str(workdir)
     return result
 
@@ -189,7 +195,9 @@ def _window(
     time.sleep(args.warmup)
     # The window opens once the daemons fire, however long a busy machine takes to
     # start them (migrate, apply, first tick), not after a fixed time.
-    wait_for_launches(url, args.triggers, deadline=time.monotonic() + args.ready_timeout)
+    wait_for_launches(
+        url, args.triggers, deadline=time.monotonic() + args.ready_timeout, daemons=daemons
+    )
     load = [round(os.getloadavg()[0], 2)]
     cpu_start = sum(cpu_seconds(d.pid) for d in daemons)
     workers_start = [workers_cpu_seconds(d.pid) for d in daemons]
@@ -262,7 +270,10 @@ def main() -> None:
         help="after the warm-up, how long to wait for every trigger's first launch",
     )
     parser.add_argument("--daemons", type=int, default=1)
-    parser.add_argument("--database-url")
+    parser.add_argument(
+        "--database-url",
+        help="a PostgreSQL server (any database on it): each run creates its own there",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
     parser.add_argument("--step", choices=["python", "none"], default="python")
     parser.add_argument(
