@@ -61,7 +61,10 @@ def fresh_database(url: str) -> None:
     engine.dispose()
 
 
-def ledger(url: str, occurrence_ms: int) -> dict[str, object]:
+def ledger(
+    url: str, occurrence_ms: int, step_starts: dict[str, float] | None = None
+) -> dict[str, object]:
+    step_starts = step_starts or {}
     engine = sa.create_engine(url)
     with engine.connect() as conn:
         rows = conn.execute(
@@ -92,12 +95,28 @@ def ledger(url: str, occurrence_ms: int) -> dict[str, object]:
         "launched": len(launched),
         "outcomes": sorted({r.outcome for r in rows}),
     }
-    for name, values in (("launch", launched), ("claim", claimed)):
+    starts = [step_starts[r.run_id] - occurrence_ms for r in rows if r.run_id in step_starts]
+    for name, values in (("launch", launched), ("claim", claimed), ("step_start", starts)):
         if values:
-            result[f"{name}_ms_p50"] = percentile(values, 0.5)
-            result[f"{name}_ms_p99"] = percentile(values, 0.99)
-            result[f"{name}_ms_max"] = max(values)
+            result[f"{name}_ms_p50"] = round(percentile(values, 0.5), 1)
+            result[f"{name}_ms_p99"] = round(percentile(values, 0.99), 1)
+            result[f"{name}_ms_max"] = round(max(values), 1)
+    if step_starts:
+        # Punctuality: of the burst's occurrences, the share whose step started
+        # within 50 ms and within 1 s of their second.
+        result["within_50ms"] = round(sum(1 for v in starts if v <= 50) / len(rows), 4)
+        result["within_1s"] = round(sum(1 for v in starts if v <= 1000) / len(rows), 4)
     return result
+
+
+def step_starts_of(path: Path) -> dict[str, float]:
+    """run id -> when its step started (epoch ms), from the steps' own log."""
+    found: dict[str, float] = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            run_id, _, ns = line.partition(" ")
+            found[run_id] = int(ns) / 1_000_000
+    return found
 
 
 def one(args: argparse.Namespace) -> dict[str, object]:
@@ -142,7 +161,7 @@ def one(args: argparse.Namespace) -> dict[str, object]:
         "daemons": args.daemons,
         "database": "postgresql" if url.startswith("postgresql") else "sqlite",
         "apply_s": applied.wall_s,
-        **ledger(url, occurrence_ms),
+        **ledger(url, occurrence_ms, step_starts_of(workdir / "steps.log")),
         "cpu_s_per_daemon": [round(c, 2) for c in cpu],
         "cpu_s": round(sum(cpu), 2),
         **memory,

@@ -40,6 +40,7 @@ import sqlalchemy as sa
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _measure import ROOT, TRIGGERS, database, environment, wait_for_launches
+from burst import step_starts_of
 
 
 def declarations(count: int, *, step: str) -> str:
@@ -134,7 +135,7 @@ def _run(args: argparse.Namespace, url: str, workdir: Path) -> dict[str, object]
             {"a": int(window_start * 1000) + 1000, "b": int(window_end * 1000) - 1000},
         ).all()
     engine.dispose()
-    step_starts = _step_starts(step_log)
+    step_starts = step_starts_of(step_log)
     seconds = len({r[0] for r in rows})
     expected = seconds * args.triggers
     latencies = [(r[1] - r[0]) for r in rows if r[1] is not None]
@@ -227,16 +228,6 @@ def _stop(daemons: list[subprocess.Popen[bytes]]) -> None:
         except subprocess.TimeoutExpired:
             daemon.kill()
             daemon.wait()
-
-
-def _step_starts(path: Path) -> dict[str, float]:
-    """run id -> when its step started (epoch ms), from the steps' own log."""
-    found: dict[str, float] = {}
-    if path.exists():
-        for line in path.read_text().splitlines():
-            run_id, _, ns = line.partition(" ")
-            found[run_id] = int(ns) / 1_000_000
-    return found
 
 
 def peers(args: argparse.Namespace) -> list[dict[str, object]]:
