@@ -433,16 +433,18 @@ class Scheduler:
             log.info("ledger_pruned", rows=pruned)
 
     def on_settlements(self, listener: Callable[[], None]) -> None:
-        """Call `listener` (on the monitor's thread, so quickly) each time runs settle:
-        the alert sender looks at the outbox their settlement may have filled."""
+        """Call `listener` (on the monitor's thread, so quickly) each time runs of
+        triggers with an alert rule settle (`_alerting`): the alert sender looks at the
+        outbox their settlement may have filled."""
         self._settle_listeners.append(listener)
 
     def _on_settled(self, trigger_ids: set[str]) -> None:
         """Monitor thread: runs stopped; buffered occurrences may launch now (of the
         trigger, or of any member of its pool, whose slot came free), and the dependents
         of these triggers have occurrences to launch."""
-        for listener in self._settle_listeners:
-            listener()
+        if self._settle_listeners and self._alerting(trigger_ids):
+            for listener in self._settle_listeners:
+                listener()
         if self._timetable.followed(trigger_ids):
             self.pending.want()
             return
@@ -456,6 +458,17 @@ class Scheduler:
             ):
                 self.pending.want()
                 return
+
+    def _alerting(self, trigger_ids: set[str]) -> bool:
+        """Whether a settlement of these triggers' runs may have raised an alert: one of
+        them has an alert rule, or is not in this daemon's timetable (declared since by
+        another daemon's apply). The sender otherwise finds the outbox as it left it."""
+        entries = self._timetable.entries
+        for trigger_id in trigger_ids:
+            entry = entries.get(trigger_id)
+            if entry is None or entry.trigger.spec.alert is not None:
+                return True
+        return False
 
     def _on_launched(self, trigger_id: str, run_id: str, completed: bool) -> None:
         """Launcher thread: a run started (or, with nothing to run, completed at once).
