@@ -11,6 +11,7 @@ Reads use deferred transactions, which WAL lets run beside the writer.
 
 from __future__ import annotations
 
+import collections
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -203,28 +204,40 @@ class Database:
 
 
 class _PriorityLock:
-    """A re-entrant lock that urgent acquirers get before the others waiting for it."""
+    """A re-entrant lock taken in turn: urgent acquirers before the others waiting,
+    each kind in the order it came.
+
+    In turn, not by whoever grabs it first: a thread that releases and at once
+    acquires again (the runtime's committer working off a backlog) would otherwise
+    take it back before a waiting thread wakes, and starve it; so a scheduler's
+    heartbeat at its stop waited minutes behind a committer that had a backlog."""
 
     def __init__(self) -> None:
         self._cond = threading.Condition(threading.Lock())
         self._owner: int | None = None
         self._depth = 0
-        self._urgent_waiting = 0
+        self._lines: dict[bool, collections.deque[int]] = {
+            True: collections.deque(),
+            False: collections.deque(),
+        }
 
     def acquire(self, *, urgent: bool) -> None:
         me = threading.get_ident()
+        urgent_line, line = self._lines[True], self._lines[urgent]
         with self._cond:
             if self._owner == me:
                 self._depth += 1
                 return
-            if urgent:
-                self._urgent_waiting += 1
-            try:
-                while self._owner is not None or (not urgent and self._urgent_waiting):
-                    self._cond.wait()
-            finally:
-                if urgent:
-                    self._urgent_waiting -= 1
+            if self._owner is not None or line or (not urgent and urgent_line):
+                line.append(me)
+                try:
+                    while self._owner is not None or line[0] != me or (not urgent and urgent_line):
+                        self._cond.wait()
+                except BaseException:
+                    line.remove(me)
+                    self._cond.notify_all()  # the next in line may be first now
+                    raise
+                line.popleft()
             self._owner = me
             self._depth = 1
 
