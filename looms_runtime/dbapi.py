@@ -209,6 +209,17 @@ def read_source(db: Database | ReadSource) -> ReadSource:
     return cast("ReadSource", db)
 
 
+def writer(db: Database | ReadSource) -> Database:
+    """`db` as the `Database` a write (or a read of the daemon's own) needs.
+
+    Raises:
+        TypeError: `db` only reads (a `SqliteReads`).
+    """
+    if not hasattr(db, "engine"):
+        raise TypeError(f"{type(db).__name__} only reads; writing needs a Database")
+    return cast("Database", db)
+
+
 __all__ = [
     "EngineReads",
     "EngineRows",
@@ -221,4 +232,5 @@ __all__ = [
     "marks",
     "read_source",
     "scalar",
+    "writer",
 ]

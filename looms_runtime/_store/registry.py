@@ -12,7 +12,7 @@ from looms_runtime._history.parsing import parse_flow
 from looms_runtime._history.state import GRAPH
 from looms_runtime._store.driver import driver_errors
 from looms_runtime._store.reads import load_flow
-from looms_runtime.dbapi import read_source
+from looms_runtime.dbapi import read_source, writer
 from looms_runtime.errors import UnknownFlowError
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ class FlowRegistry:
                 return version
         from looms_runtime._store.writes import insert_flow  # noqa: PLC0415 (readers never write)
 
-        with driver_errors(), self._db.write() as conn:  # type: ignore[union-attr]  # a writer's Database
+        with driver_errors(), writer(self._db).write() as conn:
             insert_flow(
                 conn,
                 conn.dialect.name,

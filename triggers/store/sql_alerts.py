@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from looms_runtime.dbapi import read_source
+from looms_runtime.dbapi import read_source, writer
 from triggers.alert_rules import AlertRecord
 from triggers.store import _read_sql
 from triggers.store._driver_errors import translated
@@ -47,7 +47,7 @@ class SqlAlertOutbox:
     SQLAlchemy Core (`_alerts`, loaded on first use)."""
 
     def __init__(self, db: Database | ReadSource) -> None:
-        self._db: Any = db
+        self._db = db
         self._reads = read_source(db)
 
     def claim(
@@ -104,7 +104,7 @@ class SqlAlertOutbox:
         """Whether `claim` would lease an alert now (a read: no write lock taken)."""
         from triggers.store import _alerts  # noqa: PLC0415 (the writes' statements)
 
-        with translated(), self._db.read() as conn:
+        with translated(), writer(self._db).read() as conn:
             return _alerts.alerts_due(conn, owner=owner, now=now, limit=limit)
 
     def exchange(
@@ -142,7 +142,7 @@ class SqlAlertOutbox:
         write lock is taken only when there is something to raise."""
         from triggers.store import _alerts  # noqa: PLC0415 (the writes' statements)
 
-        with translated(), self._db.read() as conn:
+        with translated(), writer(self._db).read() as conn:
             raised = _alerts.deadline_alerts(conn, now)
         if raised:
             with self._write() as conn:
@@ -160,7 +160,7 @@ class SqlAlertOutbox:
         """Alerts by status: `pending`, `delivered`, `failed`."""
         from triggers.store import _alerts  # noqa: PLC0415 (the writes' statements)
 
-        with translated(), self._db.read() as conn:
+        with translated(), writer(self._db).read() as conn:
             return _alerts.count_alerts(conn)
 
     def prune(self, *, older_than: datetime, limit: int = 10_000) -> int:
@@ -179,7 +179,7 @@ class SqlAlertOutbox:
         # Urgent, as the scheduler's claims: a sender's round is one short transaction
         # per few hundred alerts, and behind a busy daemon's claims it would wait for
         # as long as they keep coming (its alerts with it). Pruning can wait.
-        with translated(), self._db.write(urgent=urgent) as conn:
+        with translated(), writer(self._db).write(urgent=urgent) as conn:
             yield conn
 
 

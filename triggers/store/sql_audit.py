@@ -9,7 +9,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from looms_runtime.dbapi import Rows, marks, read_source
+from looms_runtime.dbapi import Rows, marks, read_source, writer
 from triggers.clock import from_ms, to_ms
 from triggers.store._driver_errors import translated
 from triggers.store.audit_log import (
@@ -31,7 +31,7 @@ class SqlAuditLog:
     """`AuditLog` on a `Database` (see `triggers.store.audit_log` for the contract)."""
 
     def __init__(self, db: Database | ReadSource) -> None:
-        self._db: Any = db  # a Database to record (the reads take a ReadSource too)
+        self._db = db
         self._reads = read_source(db)
 
     def record(self, entry: AuditEntry) -> AuditEntry:
@@ -47,7 +47,7 @@ class SqlAuditLog:
         }
         from triggers.store.schema import operator_actions  # noqa: PLC0415 (writes only)
 
-        with translated(), self._db.write() as conn:
+        with translated(), writer(self._db).write() as conn:
             new_id = conn.execute(
                 operator_actions.insert().values(**values).returning(operator_actions.c.id)
             ).scalar_one()

@@ -48,7 +48,6 @@ class SqlTriggerReads:
     for the contract)."""
 
     def __init__(self, db: Database | ReadSource) -> None:
-        self._db: Any = db
         self._reads = read_source(db)
 
     def applied_digest(self) -> str | None:
