@@ -11,7 +11,6 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-import sqlalchemy as sa
 
 from looms_runtime.db import Database
 from looms_runtime.dbapi import EngineRows, SqliteReads, SqliteRows
@@ -287,4 +286,16 @@ def test_reads_on_sqlite3_never_write(filled: tuple[Database, str]) -> None:
     finally:
         source.dispose()
     with sqlite3.connect(path) as conn:
-        assert conn.execute(sa.text("SELECT count(*) FROM fires").text).fetchone() == (3,)
+        assert conn.execute("SELECT count(*) FROM fires").fetchone() == (3,)
+
+
+def test_a_read_only_source_refuses_a_write_by_name(filled: tuple[Database, str]) -> None:
+    _, path = filled
+    source = SqliteReads(path)
+    try:
+        with pytest.raises(TypeError, match="SqliteReads only reads"):
+            SqlAuditLog(source).record(
+                AuditEntry(at=T0, action=ActionKind.PAUSE, actor=Actor(host="h", user="u"))
+            )
+    finally:
+        source.dispose()
