@@ -232,7 +232,7 @@ _STATES: dict[ListedState, str] = {
     "blocked": "NOT retired AND enabled AND NOT paused AND blocked_by IS NOT NULL",
     "enabled": "NOT retired AND enabled AND NOT paused AND blocked_by IS NULL",
 }
-"""What each state is, in the columns that say it (`trigger_state`'s order: retired,
+"""What each state is, in the columns that say it (`Trigger.state`'s order: retired,
 then disabled, then paused, then blocked)."""
 
 _SEARCH = {
