@@ -8,8 +8,13 @@ workers that running flows takes.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from looms_runtime._operations.reads import RuntimeReads
-from looms_runtime.db import Database
+
+if TYPE_CHECKING:
+    from looms_runtime.db import Database
+    from looms_runtime.dbapi import ReadSource
 
 __all__ = ["RunReader"]
 
@@ -21,5 +26,5 @@ class RunReader(RuntimeReads):
     snapshot it cannot use (`snapshot_ignored`), so a caller that keeps stdout for its
     results configures logging before calling them."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database | ReadSource) -> None:
         self._db = db

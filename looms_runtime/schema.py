@@ -18,6 +18,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from looms_runtime.columns import JsonType
+from looms_runtime.statuses import UNSETTLED
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
@@ -46,9 +47,6 @@ def for_postgresql() -> None:
     for index, where in _PARTIAL:
         index.dialect_kwargs["postgresql_where"] = where
 
-
-RUN_STATUSES = ("active", "parked", "completed", "failed", "cancelled")
-UNSETTLED = ("active", "parked")
 
 flows = sa.Table(
     "looms_flows",

@@ -89,7 +89,6 @@ def history_json(record: FireRecord, life: Lifecycle | None) -> dict[str, Any]:
 def trigger_json(view: TriggerView) -> dict[str, Any]:
     """A trigger, as `list --json` lists them."""
     from triggers import services  # noqa: PLC0415 (its schedule code loads on use)
-    from triggers.inspection import trigger_state  # noqa: PLC0415
 
     trigger, spec = view.trigger, view.trigger.spec
     return {
@@ -101,7 +100,7 @@ def trigger_json(view: TriggerView) -> dict[str, Any]:
         "retired": trigger.retired,
         "paused": trigger.paused,
         "pause_note": trigger.pause_note,
-        "state": trigger_state(trigger),
+        "state": trigger.state,
         "blocked_by": trigger.blocked_by,
         "revision": trigger.revision,
         "flow": spec.flow,

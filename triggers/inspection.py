@@ -20,26 +20,13 @@ from triggers.dependency_links import DependencyLink, dependent_links, upstream_
 from triggers.diffs import FieldChange, declaration_view, field_changes
 from triggers.errors import TriggersError
 from triggers.lifecycle import Lifecycle, lifecycle
-from triggers.model import FireRecord, Trigger, TriggerSpec
+from triggers.model import FireRecord, Trigger, TriggerSpec, TriggerState
 from triggers.store.audit_log import ActionKind, AuditEntry, AuditLog, AuditQuery
 from triggers.store.protocol import Heartbeat, HistoryQuery, TriggerReads, silence_limit
 
 if TYPE_CHECKING:
     from triggers.scheduler.forecast import UpcomingFire
     from triggers.timeline import Downtime, LifeMark, Timeline
-
-TriggerState = Literal["enabled", "paused", "disabled", "retired", "blocked"]
-
-
-def trigger_state(trigger: Trigger) -> TriggerState:
-    """One word for a trigger's state; `blocked` when a parked run holds it."""
-    if trigger.retired:
-        return "retired"
-    if not trigger.spec.enabled:
-        return "disabled"
-    if trigger.paused:
-        return "paused"
-    return "blocked" if trigger.blocked_by else "enabled"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -108,7 +95,7 @@ def describe_trigger(
     return TriggerDescription(
         trigger=trigger,
         declaration=declaration_view(trigger.spec),
-        state=trigger_state(trigger),
+        state=trigger.state,
         paused_by=_pause_in_force(trigger, audit),
         revisions=_revisions(audit, trigger_id, revisions, applies),
         last_fires=store.history(HistoryQuery(trigger_id=trigger_id, limit=fires)),
@@ -371,7 +358,7 @@ def status_report(
 ) -> StatusReport:
     """Gather `status` from the store (heartbeats, triggers, occurrence counts)."""
     triggers = [row for row in store.list_triggers() if isinstance(row, Trigger)]
-    states = [trigger_state(trigger) for trigger in triggers]
+    states = [trigger.state for trigger in triggers]
     return StatusReport(
         daemons=daemon_views(store.heartbeats(), now=now, poll_interval=poll_interval),
         triggers={

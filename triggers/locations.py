@@ -116,6 +116,8 @@ class DatabaseLocation:
     @property
     def redacted(self) -> str:
         """The URL with any password replaced by `***`."""
+        if self.sqlite_path is not None and _plain_sqlite_path(self.url) is not None:
+            return self.url  # a file: no password to hide (and no SQLAlchemy to load)
         from sqlalchemy.engine import make_url  # noqa: PLC0415
 
         return make_url(self.url).render_as_string(hide_password=True)
@@ -199,8 +201,26 @@ def _embedded(directory: Path, source: str) -> DatabaseLocation:
     return DatabaseLocation(url=f"sqlite:///{path}", source=source, sqlite_path=path, embedded=True)
 
 
+_PLAIN_SQLITE = ("sqlite:///", "sqlite+pysqlite:///")
+
+
+def _plain_sqlite_path(url: str) -> Path | None:
+    """The file of a plain SQLite URL (`sqlite:///relative`, `sqlite:////absolute`: no
+    query, no escapes), read as SQLAlchemy reads it but without loading it (a CLI
+    query on SQLite never does); None for any other URL."""
+    for prefix in _PLAIN_SQLITE:
+        if url.startswith(prefix):
+            database = url[len(prefix) :]
+            if database and database != ":memory:" and not set("?%#") & set(database):
+                return None if database.startswith("file:") else Path(database)
+    return None
+
+
 def _from_url(text: str, source: str) -> DatabaseLocation:
     """Check a URL and normalise its PostgreSQL driver; never echoes the URL (a password)."""
+    plain = _plain_sqlite_path(text.strip())
+    if plain is not None:
+        return DatabaseLocation(url=text.strip(), source=source, sqlite_path=plain)
     from sqlalchemy.engine import make_url  # noqa: PLC0415
     from sqlalchemy.exc import ArgumentError  # noqa: PLC0415
 

@@ -374,6 +374,10 @@ class TriggerSpec:
         return self._digest
 
 
+TriggerState = Literal["enabled", "paused", "disabled", "retired", "blocked"]
+"""What `Trigger.state` says (retired, then disabled, then paused, then blocked)."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Trigger:
     """A stored trigger: its declaration plus the state the store keeps for it."""
@@ -401,6 +405,17 @@ class Trigger:
     def claimable(self) -> bool:
         """Whether new scheduled occurrences may be claimed (not whether runs recover)."""
         return self.spec.enabled and not self.retired and not self.paused
+
+    @property
+    def state(self) -> TriggerState:
+        """One word for the trigger's state; `blocked` when a parked run holds it."""
+        if self.retired:
+            return "retired"
+        if not self.spec.enabled:
+            return "disabled"
+        if self.paused:
+            return "paused"
+        return "blocked" if self.blocked_by else "enabled"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -14,7 +14,6 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from looms_runtime.host import ProcessId, boot_id
 from triggers.clock import iso
 from triggers.errors import (
     BackfillTooLargeError,
@@ -478,6 +477,9 @@ _NUDGE_FRESHNESS = timedelta(seconds=10)
 
 
 def _alive(beat: Heartbeat, now: datetime) -> bool:
+    # Here: the host's process table (ctypes) is for waking daemons, not for reading.
+    from looms_runtime.host import ProcessId, boot_id  # noqa: PLC0415
+
     if beat.boot_id and beat.process_start is not None:
         process = ProcessId(boot=beat.boot_id, pid=beat.pid, started=beat.process_start)
         return beat.boot_id == boot_id() and not process.gone()

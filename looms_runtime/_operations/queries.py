@@ -17,7 +17,7 @@ from looms_runtime._store.reads import (
     statuses,
 )
 from looms_runtime._store.rows import RunHeader
-from looms_runtime.db import Database
+from looms_runtime.dbapi import read_source
 from looms_runtime.errors import HistoryTrimmedError, InvalidRequestError, RunNotFoundError
 from looms_runtime.records import (
     EffectInfo,
@@ -28,10 +28,12 @@ from looms_runtime.records import (
     RunSummary,
     WaitInfo,
 )
-from looms_runtime.schema import RUN_STATUSES, UNSETTLED
+from looms_runtime.statuses import RUN_STATUSES, UNSETTLED
 
 if TYPE_CHECKING:
     from looms_runtime._history.fold import RunState
+    from looms_runtime.db import Database
+    from looms_runtime.dbapi import ReadSource
 
 # The fold (and the logging of a snapshot it cannot use) is imported by the two reads
 # that fold a run, `inspect` and `state_at`: statuses, listings and the event log are
@@ -59,9 +61,9 @@ def _opt_time(epoch_ms: int | None) -> Any:
     return None if epoch_ms is None else from_ms(epoch_ms)
 
 
-def read_statuses(db: Database, run_ids: Sequence[str]) -> dict[str, RunStatusInfo]:
+def read_statuses(db: Database | ReadSource, run_ids: Sequence[str]) -> dict[str, RunStatusInfo]:
     """Each run's status (a purged run's too, from its tombstone); unknown ids are `missing`."""
-    with driver_errors(), db.read() as conn:
+    with driver_errors(), read_source(db).read() as conn:
         rows = statuses(conn, list(dict.fromkeys(run_ids)))
     found: dict[str, RunStatusInfo] = {}
     for run_id in run_ids:
@@ -79,7 +81,7 @@ def read_statuses(db: Database, run_ids: Sequence[str]) -> dict[str, RunStatusIn
     return found
 
 
-def inspect(db: Database, run_id: str) -> RunInfo:
+def inspect(db: Database | ReadSource, run_id: str) -> RunInfo:
     """The run's header and outstanding effects, folded from its snapshot and log.
 
     Raises:
@@ -87,7 +89,7 @@ def inspect(db: Database, run_id: str) -> RunInfo:
     """
     from looms_runtime._store.loading import restore  # noqa: PLC0415 (the fold)
 
-    with driver_errors(), db.read() as conn:
+    with driver_errors(), read_source(db).read() as conn:
         record = load_run(conn, run_id)
         first = 1
         if record is not None and record.snapshot is not None:
@@ -164,7 +166,7 @@ def _waits(state: RunState) -> tuple[WaitInfo, ...]:
     )
 
 
-def _awaited_signals(db: Database, state: RunState) -> tuple[str, ...] | None:
+def _awaited_signals(db: Database | ReadSource, state: RunState) -> tuple[str, ...] | None:
     """The signals the run's open waits, and the steps it has still to start, wait for."""
     from looms_runtime._history.definitions import StepsFlow, WaitSignalStep  # noqa: PLC0415
     from looms_runtime._store.registry import FlowRegistry  # noqa: PLC0415
@@ -190,7 +192,7 @@ def _awaited_signals(db: Database, state: RunState) -> tuple[str, ...] | None:
     return tuple(dict.fromkeys(names))
 
 
-def summaries(db: Database, *, status: str | None, limit: int) -> list[RunSummary]:
+def summaries(db: Database | ReadSource, *, status: str | None, limit: int) -> list[RunSummary]:
     """The newest runs first, optionally of one status (`active` includes `parked`).
 
     Raises:
@@ -200,12 +202,12 @@ def summaries(db: Database, *, status: str | None, limit: int) -> list[RunSummar
         raise InvalidRequestError(f"unknown status {status!r}", allowed=sorted(_FILTERS))
     if limit < 1:
         raise InvalidRequestError("limit must be >= 1", limit=limit)
-    with driver_errors(), db.read() as conn:
+    with driver_errors(), read_source(db).read() as conn:
         headers = list_runs(conn, statuses_in=_FILTERS[status] if status else None, limit=limit)
     return [_summary(header) for header in headers]
 
 
-def count(db: Database, *, status: str) -> int:
+def count(db: Database | ReadSource, *, status: str) -> int:
     """How many runs have `status` (`active` includes `parked`).
 
     Raises:
@@ -213,7 +215,7 @@ def count(db: Database, *, status: str) -> int:
     """
     if status not in _FILTERS:
         raise InvalidRequestError(f"unknown status {status!r}", allowed=sorted(_FILTERS))
-    with driver_errors(), db.read() as conn:
+    with driver_errors(), read_source(db).read() as conn:
         return count_runs(conn, statuses_in=_FILTERS[status])
 
 
@@ -232,7 +234,9 @@ def _summary(header: RunHeader) -> RunSummary:
     )
 
 
-def events_of(db: Database, run_id: str, *, from_seq: int, limit: int | None) -> list[Event]:
+def events_of(
+    db: Database | ReadSource, run_id: str, *, from_seq: int, limit: int | None
+) -> list[Event]:
     """A run's recorded events from `from_seq` on.
 
     Events trimmed behind a snapshot are gone: the answer then starts at the oldest
@@ -241,7 +245,7 @@ def events_of(db: Database, run_id: str, *, from_seq: int, limit: int | None) ->
     Raises:
         RunNotFoundError: no run has that id.
     """
-    with driver_errors(), db.read() as conn:
+    with driver_errors(), read_source(db).read() as conn:
         recorded = read_events(conn, run_id, from_seq=max(1, from_seq), limit=limit)
         if not recorded:
             _found(load_header(conn, run_id), run_id)
@@ -258,7 +262,7 @@ def events_of(db: Database, run_id: str, *, from_seq: int, limit: int | None) ->
     ]
 
 
-def state_at(db: Database, run_id: str, seq: int) -> dict[str, Any]:
+def state_at(db: Database | ReadSource, run_id: str, seq: int) -> dict[str, Any]:
     """The run's folded state right after event `seq`, as JSON.
 
     On a trimmed log the fold starts from the kept snapshot, so every `seq` from the
@@ -271,7 +275,7 @@ def state_at(db: Database, run_id: str, seq: int) -> dict[str, Any]:
     from looms_runtime._history.fold import fold_recorded, state_to_json  # noqa: PLC0415
     from looms_runtime._store.loading import usable_snapshot  # noqa: PLC0415
 
-    with driver_errors(), db.read() as conn:
+    with driver_errors(), read_source(db).read() as conn:
         record = load_run(conn, run_id)
         _found(record.header if record else None, run_id)
         assert record is not None  # noqa: S101 - _found raised otherwise

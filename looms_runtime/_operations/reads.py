@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from looms_runtime._operations.queries import (
     count,
@@ -14,8 +14,11 @@ from looms_runtime._operations.queries import (
     state_at,
     summaries,
 )
-from looms_runtime.db import Database
 from looms_runtime.records import Event, RunInfo, RunStatusInfo, RunSummary
+
+if TYPE_CHECKING:
+    from looms_runtime.db import Database
+    from looms_runtime.dbapi import ReadSource
 
 S = TypeVar("S")
 
@@ -23,7 +26,7 @@ S = TypeVar("S")
 class RuntimeReads:
     """Reads of the runs in the runtime's database; none of them needs the runtime started."""
 
-    _db: Database
+    _db: Database | ReadSource
 
     def statuses(self, run_ids: Sequence[str]) -> dict[str, RunStatusInfo]:
         """The public status of each run; unknown ids are `missing`.

@@ -22,7 +22,7 @@ from looms_runtime._workers.actors import REFRESH, Actors
 from looms_runtime.db import Database
 from looms_runtime.errors import EffectNotRetryableError, RunNotFoundError, RunOverloadedError
 from looms_runtime.records import RunInfo, RunStatusInfo
-from looms_runtime.schema import UNSETTLED
+from looms_runtime.statuses import UNSETTLED
 
 log = structlog.get_logger()
 

@@ -19,7 +19,8 @@ from looms_runtime._store.driver import driver_errors
 from looms_runtime.db import Database
 from looms_runtime.errors import SignalConflictError
 from looms_runtime.host import ProcessId
-from looms_runtime.schema import UNSETTLED, inbox, owners, runs
+from looms_runtime.schema import inbox, owners, runs
+from looms_runtime.statuses import UNSETTLED
 
 
 def insert_request(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import structlog
 
@@ -31,9 +31,13 @@ from looms_runtime._store.reads import (
 )
 from looms_runtime._store.registry import FlowRegistry
 from looms_runtime._store.rows import AppendJob, LoadedRecord, NewRun, RunHeader
-from looms_runtime.db import Database
+from looms_runtime.dbapi import read_source
 from looms_runtime.errors import CorruptHistoryError, HistoryTrimmedError, LoomsError, ReplayError
-from looms_runtime.schema import UNSETTLED
+from looms_runtime.statuses import UNSETTLED
+
+if TYPE_CHECKING:
+    from looms_runtime.db import Database
+    from looms_runtime.dbapi import ReadSource
 
 log = structlog.get_logger()
 
@@ -121,7 +125,7 @@ def _working_copy(
     )
 
 
-def restore(db: Database, record: LoadedRecord) -> RunState:
+def restore(db: Database | ReadSource, record: LoadedRecord) -> RunState:
     """Fold snapshot + delta; a stale or corrupt snapshot falls back to the full log.
 
     Raises:
@@ -132,7 +136,7 @@ def restore(db: Database, record: LoadedRecord) -> RunState:
     initial = usable_snapshot(record)
     events = record.events
     if initial is None and record.snapshot is not None:
-        with driver_errors(), db.read() as conn:
+        with driver_errors(), read_source(db).read() as conn:
             events = read_events(conn, header.run_id, from_seq=1, to_seq=header.last_seq)
         if events and events[0].seq != 1:
             raise HistoryTrimmedError(

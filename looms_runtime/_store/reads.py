@@ -1,251 +1,292 @@
-"""The runtime's read queries; each function runs inside a caller's transaction."""
+"""The runtime's read queries; each function runs inside a caller's transaction.
+
+Plain SQL over `looms_runtime.dbapi.Rows` (see there): a process that only reads an
+SQLite database runs them on `sqlite3` without SQLAlchemy; the engine's callers hand
+their SQLAlchemy connection, adapted. Rows are decoded here, column by column.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
-
-import sqlalchemy as sa
-from sqlalchemy.engine import Connection
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from looms_runtime._history.events import RecordedEvent
 from looms_runtime._history.inbox import InboxItem
 from looms_runtime._store.rows import LoadedRecord, RunHeader, SnapshotRow
-from looms_runtime.schema import UNSETTLED, events, flows, inbox, runs, snapshots
+from looms_runtime.dbapi import Row, Rows, as_rows, marks, scalar
+from looms_runtime.statuses import UNSETTLED
 
-_HEADER = list(runs.c)
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection
+
+_HEADER_COLUMNS = (
+    "run_id, flow, version, idempotency_key, identity_hash, status, input, env, attributes, "
+    "result, error, last_seq, snapshot_seq, lease_owner, lease_epoch, next_wake_at, "
+    "created_at, updated_at, settled_at, purged_at"
+)
+_HEADER = f"SELECT {_HEADER_COLUMNS} FROM looms_runs"  # noqa: S608 (constants)
+_UNSETTLED = f"status IN ({marks(len(UNSETTLED))})"
 
 
-def _header(row: sa.Row[Any]) -> RunHeader:
+def _header(rows: Rows, row: Row) -> RunHeader:
+    json = rows.json
     return RunHeader(
-        run_id=row.run_id,
-        flow=row.flow,
-        version=row.version,
-        idempotency_key=row.idempotency_key,
-        identity_hash=row.identity_hash,
-        status=row.status,
-        input=row.input,
-        env=row.env or {},
-        attributes=row.attributes or {},
-        result=row.result,
-        error=row.error,
-        last_seq=row.last_seq,
-        snapshot_seq=row.snapshot_seq,
-        lease_owner=row.lease_owner,
-        lease_epoch=row.lease_epoch,
-        next_wake_at=row.next_wake_at,
-        created_at=row.created_at,
-        updated_at=row.updated_at,
-        settled_at=row.settled_at,
-        purged_at=row.purged_at,
+        run_id=row[0],
+        flow=row[1],
+        version=row[2],
+        idempotency_key=row[3],
+        identity_hash=row[4],
+        status=row[5],
+        input=json(row[6]),
+        env=json(row[7]) or {},
+        attributes=json(row[8]) or {},
+        result=json(row[9]),
+        error=row[10],
+        last_seq=int(row[11]),
+        snapshot_seq=int(row[12]),
+        lease_owner=row[13],
+        lease_epoch=int(row[14]),
+        next_wake_at=_opt_int(row[15]),
+        created_at=int(row[16]),
+        updated_at=int(row[17]),
+        settled_at=_opt_int(row[18]),
+        purged_at=_opt_int(row[19]),
     )
 
 
-def load_header(conn: Connection, run_id: str) -> RunHeader | None:
-    row = conn.execute(sa.select(*_HEADER).where(runs.c.run_id == run_id)).first()
-    return None if row is None else _header(row)
+def _opt_int(value: Any) -> int | None:
+    return None if value is None else int(value)
 
 
-def load_run(conn: Connection, run_id: str, *, use_snapshot: bool = True) -> LoadedRecord | None:
+def load_header(conn: Rows | Connection, run_id: str) -> RunHeader | None:
+    rows = as_rows(conn)
+    found = rows.all(f"{_HEADER} WHERE run_id = ?", (run_id,))
+    return _header(rows, found[0]) if found else None
+
+
+_SNAPSHOT = (
+    "SELECT seq, state, state_hash, fold_version FROM looms_snapshots "
+    "WHERE run_id = ? AND seq <= ? ORDER BY seq DESC LIMIT 1"
+)
+
+
+def load_run(
+    conn: Rows | Connection, run_id: str, *, use_snapshot: bool = True
+) -> LoadedRecord | None:
     """A run's header, latest snapshot, the events after it and its pending requests."""
-    header = load_header(conn, run_id)
+    rows = as_rows(conn)
+    header = load_header(rows, run_id)
     if header is None:
         return None
     snapshot = None
     if use_snapshot and header.snapshot_seq > 0:
-        row = conn.execute(
-            sa.select(snapshots)
-            .where(snapshots.c.run_id == run_id, snapshots.c.seq <= header.last_seq)
-            .order_by(snapshots.c.seq.desc())
-            .limit(1)
-        ).first()
-        if row is not None:
+        found = rows.all(_SNAPSHOT, (run_id, header.last_seq))
+        if found:
+            seq, state, state_hash, fold_version = found[0]
             snapshot = SnapshotRow(
-                seq=row.seq,
-                state=row.state,
-                state_hash=row.state_hash,
-                fold_version=row.fold_version,
+                seq=int(seq),
+                state=rows.json(state),
+                state_hash=state_hash,
+                fold_version=fold_version,
             )
     from_seq = snapshot.seq + 1 if snapshot else 1
     return LoadedRecord(
         header=header,
         snapshot=snapshot,
-        events=read_events(conn, run_id, from_seq=from_seq, to_seq=header.last_seq),
-        inbox=pending_inbox(conn, run_id),
+        events=read_events(rows, run_id, from_seq=from_seq, to_seq=header.last_seq),
+        inbox=pending_inbox(rows, run_id),
     )
 
 
 def read_events(
-    conn: Connection,
+    conn: Rows | Connection,
     run_id: str,
     *,
     from_seq: int,
     to_seq: int | None = None,
     limit: int | None = None,
 ) -> list[RecordedEvent]:
-    query = (
-        sa.select(
-            events.c.seq, events.c.type, events.c.version, events.c.payload, events.c.created_at
-        )
-        .where(events.c.run_id == run_id, events.c.seq >= from_seq)
-        .order_by(events.c.seq)
+    rows = as_rows(conn)
+    sql = (
+        "SELECT seq, type, version, payload, created_at FROM looms_events "
+        "WHERE run_id = ? AND seq >= ?"
     )
+    params: list[Any] = [run_id, from_seq]
     if to_seq is not None:
-        query = query.where(events.c.seq <= to_seq)
+        sql += " AND seq <= ?"
+        params.append(to_seq)
+    sql += " ORDER BY seq"
     if limit is not None:
-        query = query.limit(limit)
+        sql += " LIMIT ?"
+        params.append(limit)
+    json = rows.json
     return [
         RecordedEvent(
-            seq=row.seq,
-            type=row.type,
-            version=row.version,
-            payload=row.payload,
-            created_at=row.created_at,
+            seq=int(seq),
+            type=kind,
+            version=int(version),
+            payload=json(payload),
+            created_at=int(created_at),
         )
-        for row in conn.execute(query)
+        for seq, kind, version, payload, created_at in rows.all(sql, params)
     ]
 
 
-def first_seq(conn: Connection, run_id: str, *, last_seq: int) -> int:
+def first_seq(conn: Rows | Connection, run_id: str, *, last_seq: int) -> int:
     """The oldest sequence number kept in the run's log (1 unless it was trimmed).
 
     A log trimmed up to its last event keeps none: the answer is then `last_seq + 1`.
     """
-    found = conn.execute(
-        sa.select(sa.func.min(events.c.seq)).where(events.c.run_id == run_id)
-    ).scalar_one_or_none()
+    found = scalar(as_rows(conn), "SELECT min(seq) FROM looms_events WHERE run_id = ?", (run_id,))
     return int(found) if found is not None else last_seq + 1
 
 
-def pending_inbox(conn: Connection, run_id: str) -> list[InboxItem]:
-    query = (
-        sa.select(inbox.c.key, inbox.c.kind, inbox.c.name, inbox.c.payload)
-        .where(inbox.c.run_id == run_id, inbox.c.consumed_seq.is_(None))
-        .order_by(inbox.c.created_at, inbox.c.key)
-    )
+_PENDING_INBOX = (
+    "SELECT key, kind, name, payload FROM looms_inbox "
+    "WHERE run_id = ? AND consumed_seq IS NULL ORDER BY created_at, key"
+)
+
+
+def pending_inbox(conn: Rows | Connection, run_id: str) -> list[InboxItem]:
+    rows = as_rows(conn)
     return [
-        InboxItem(key=row.key, kind=row.kind, name=row.name, payload=row.payload)
-        for row in conn.execute(query)
+        InboxItem(key=key, kind=kind, name=name, payload=rows.json(payload))
+        for key, kind, name, payload in rows.all(_PENDING_INBOX, (run_id,))
     ]
 
 
-def statuses(conn: Connection, run_ids: Sequence[str]) -> dict[str, sa.Row[Any]]:
-    found: dict[str, sa.Row[Any]] = {}
-    for start in range(0, len(run_ids), 1000):
-        chunk = list(run_ids[start : start + 1000])
-        query = sa.select(runs.c.run_id, runs.c.status, runs.c.error, runs.c.settled_at).where(
-            runs.c.run_id.in_(chunk)
+class StatusRow(NamedTuple):
+    run_id: str
+    status: str
+    error: str | None
+    settled_at: int | None
+
+
+def statuses(conn: Rows | Connection, run_ids: Sequence[str]) -> dict[str, StatusRow]:
+    rows = as_rows(conn)
+    found: dict[str, StatusRow] = {}
+    for start in range(0, len(run_ids), 500):
+        chunk = list(run_ids[start : start + 500])
+        sql = (
+            "SELECT run_id, status, error, settled_at FROM looms_runs "  # noqa: S608 (marks)
+            f"WHERE run_id IN ({marks(len(chunk))})"
         )
-        found.update({row.run_id: row for row in conn.execute(query)})
+        for run_id, status, error, settled_at in rows.all(sql, chunk):
+            found[run_id] = StatusRow(run_id, status, error, _opt_int(settled_at))
     return found
 
 
 def list_runs(
-    conn: Connection, *, statuses_in: Sequence[str] | None, limit: int
+    conn: Rows | Connection, *, statuses_in: Sequence[str] | None, limit: int
 ) -> list[RunHeader]:
-    query = sa.select(*_HEADER).where(runs.c.purged_at.is_(None)).limit(limit)
+    rows = as_rows(conn)
     if statuses_in is None:
         # UUIDv7 ids sort by creation time: the primary key serves "newest first".
-        query = query.order_by(runs.c.run_id.desc())
+        sql = f"{_HEADER} WHERE purged_at IS NULL ORDER BY run_id DESC LIMIT ?"
+        params: list[Any] = [limit]
     else:
-        query = query.where(runs.c.status.in_(list(statuses_in)))
-        query = query.order_by(runs.c.created_at.desc(), runs.c.run_id.desc())
-    return [_header(row) for row in conn.execute(query)]
+        sql = (
+            f"{_HEADER} WHERE purged_at IS NULL AND status IN ({marks(len(statuses_in))}) "
+            "ORDER BY created_at DESC, run_id DESC LIMIT ?"
+        )
+        params = [*statuses_in, limit]
+    return [_header(rows, row) for row in rows.all(sql, params)]
 
 
-def count_runs(conn: Connection, *, statuses_in: Sequence[str]) -> int:
-    query = sa.select(sa.func.count()).select_from(runs).where(runs.c.purged_at.is_(None))
-    return int(conn.execute(query.where(runs.c.status.in_(list(statuses_in)))).scalar_one())
+def count_runs(conn: Rows | Connection, *, statuses_in: Sequence[str]) -> int:
+    sql = (
+        "SELECT count(*) FROM looms_runs "  # noqa: S608 (marks)
+        f"WHERE purged_at IS NULL AND status IN ({marks(len(statuses_in))})"
+    )
+    return int(scalar(as_rows(conn), sql, list(statuses_in)))
 
 
-def load_flow(conn: Connection, name: str, version: str) -> Any | None:
-    return conn.execute(
-        sa.select(flows.c.definition).where(flows.c.name == name, flows.c.version == version)
-    ).scalar_one_or_none()
+def load_flow(conn: Rows | Connection, name: str, version: str) -> Any | None:
+    rows = as_rows(conn)
+    found = rows.all(
+        "SELECT definition FROM looms_flows WHERE name = ? AND version = ?", (name, version)
+    )
+    return rows.json(found[0][0]) if found else None
 
 
-# Built once: the maintenance thread asks every second, and building a statement
-# costs SQLAlchemy more than the database takes to answer it.
 _PENDING_REQUESTS = (
-    sa.select(inbox.c.run_id)
-    .distinct()
-    .where(inbox.c.consumed_seq.is_(None), inbox.c.created_at >= sa.bindparam("since_ms"))
+    "SELECT DISTINCT run_id FROM looms_inbox WHERE consumed_seq IS NULL AND created_at >= ?"
 )
 
 
-def runs_with_new_requests(conn: Connection, *, owner: str, since_ms: int) -> list[str]:
+def runs_with_new_requests(conn: Rows | Connection, *, owner: str, since_ms: int) -> list[str]:
     """Our unsettled runs with requests recorded since `since_ms` (by other processes, too).
 
     The pending-request index answers the first query alone, so an empty inbox costs
     next to nothing however many runs there are.
     """
-    candidates = list(conn.execute(_PENDING_REQUESTS, {"since_ms": since_ms}).scalars())
+    rows = as_rows(conn)
+    candidates = [row[0] for row in rows.all(_PENDING_REQUESTS, (since_ms,))]
     if not candidates:
         return []
-    query = sa.select(runs.c.run_id).where(
-        runs.c.run_id.in_(candidates), runs.c.lease_owner == owner, runs.c.status.in_(UNSETTLED)
+    sql = (
+        "SELECT run_id FROM looms_runs "  # noqa: S608 (marks)
+        f"WHERE run_id IN ({marks(len(candidates))}) AND lease_owner = ? AND {_UNSETTLED}"
     )
-    return list(conn.execute(query).scalars())
+    return [row[0] for row in rows.all(sql, [*candidates, owner, *UNSETTLED])]
 
 
-def own_active_runs(conn: Connection, *, owner: str) -> list[str]:
-    query = sa.select(runs.c.run_id).where(
-        runs.c.lease_owner == owner, runs.c.status.in_(UNSETTLED)
-    )
-    return list(conn.execute(query).scalars())
+def own_active_runs(conn: Rows | Connection, *, owner: str) -> list[str]:
+    sql = f"SELECT run_id FROM looms_runs WHERE lease_owner = ? AND {_UNSETTLED}"  # noqa: S608
+    return [row[0] for row in as_rows(conn).all(sql, [owner, *UNSETTLED])]
 
 
-def load_runs(conn: Connection, run_ids: Sequence[str]) -> dict[str, LoadedRecord]:
+def load_runs(conn: Rows | Connection, run_ids: Sequence[str]) -> dict[str, LoadedRecord]:
     """`load_run` for many runs in four queries (recovery loads thousands at once)."""
+    rows = as_rows(conn)
     ids = list(run_ids)
+    if not ids:
+        return {}
+    among = f"IN ({marks(len(ids))})"
     headers = {
-        row.run_id: _header(row)
-        for row in conn.execute(sa.select(*_HEADER).where(runs.c.run_id.in_(ids)))
+        header.run_id: header
+        for header in (_header(rows, r) for r in rows.all(f"{_HEADER} WHERE run_id {among}", ids))
     }
     kept: dict[str, SnapshotRow] = {}
     snapshotted = [h.run_id for h in headers.values() if h.snapshot_seq > 0]
     if snapshotted:
-        query = sa.select(snapshots).where(snapshots.c.run_id.in_(snapshotted))
-        for row in conn.execute(query.order_by(snapshots.c.run_id, snapshots.c.seq)):
-            if row.seq <= headers[row.run_id].last_seq:
-                kept[row.run_id] = SnapshotRow(
-                    seq=row.seq,
-                    state=row.state,
-                    state_hash=row.state_hash,
-                    fold_version=row.fold_version,
+        sql = (
+            "SELECT run_id, seq, state, state_hash, fold_version FROM looms_snapshots "  # noqa: S608
+            f"WHERE run_id IN ({marks(len(snapshotted))}) ORDER BY run_id, seq"
+        )
+        for run_id, seq, state, state_hash, fold_version in rows.all(sql, snapshotted):
+            if seq <= headers[run_id].last_seq:
+                kept[run_id] = SnapshotRow(
+                    seq=int(seq),
+                    state=rows.json(state),
+                    state_hash=state_hash,
+                    fold_version=fold_version,
                 )
     logs: dict[str, list[RecordedEvent]] = {run_id: [] for run_id in headers}
     delta = (
-        sa.select(events.c.run_id, events.c.seq, events.c.type, events.c.version, events.c.payload)
-        .add_columns(events.c.created_at)
-        .join(runs, runs.c.run_id == events.c.run_id)
-        .where(
-            events.c.run_id.in_(ids),
-            events.c.seq > runs.c.snapshot_seq,
-            events.c.seq <= runs.c.last_seq,
-        )
-        .order_by(events.c.run_id, events.c.seq)
+        "SELECT e.run_id, e.seq, e.type, e.version, e.payload, e.created_at "  # noqa: S608
+        "FROM looms_events AS e JOIN looms_runs AS r ON r.run_id = e.run_id "
+        f"WHERE e.run_id {among} AND e.seq > r.snapshot_seq AND e.seq <= r.last_seq "
+        "ORDER BY e.run_id, e.seq"
     )
-    for row in conn.execute(delta):
-        logs[row.run_id].append(
+    json = rows.json
+    for run_id, seq, kind, version, payload, created_at in rows.all(delta, ids):
+        logs[run_id].append(
             RecordedEvent(
-                seq=row.seq,
-                type=row.type,
-                version=row.version,
-                payload=row.payload,
-                created_at=row.created_at,
+                seq=int(seq),
+                type=kind,
+                version=int(version),
+                payload=json(payload),
+                created_at=int(created_at),
             )
         )
     requests: dict[str, list[InboxItem]] = {run_id: [] for run_id in headers}
     pending = (
-        sa.select(inbox.c.run_id, inbox.c.key, inbox.c.kind, inbox.c.name, inbox.c.payload)
-        .where(inbox.c.run_id.in_(ids), inbox.c.consumed_seq.is_(None))
-        .order_by(inbox.c.created_at, inbox.c.key)
+        "SELECT run_id, key, kind, name, payload FROM looms_inbox "  # noqa: S608 (marks)
+        f"WHERE run_id {among} AND consumed_seq IS NULL ORDER BY created_at, key"
     )
-    for row in conn.execute(pending):
-        requests[row.run_id].append(
-            InboxItem(key=row.key, kind=row.kind, name=row.name, payload=row.payload)
-        )
+    for run_id, key, kind, name, payload in rows.all(pending, ids):
+        requests[run_id].append(InboxItem(key=key, kind=kind, name=name, payload=json(payload)))
     records = {}
     for run_id, header in headers.items():
         snapshot = kept.get(run_id)

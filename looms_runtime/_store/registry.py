@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from looms_runtime._canonical import definition_version, json_copy
 from looms_runtime._history.definitions import FlowDef, StepsFlow
@@ -12,15 +12,18 @@ from looms_runtime._history.parsing import parse_flow
 from looms_runtime._history.state import GRAPH
 from looms_runtime._store.driver import driver_errors
 from looms_runtime._store.reads import load_flow
-from looms_runtime._store.writes import insert_flow
-from looms_runtime.db import Database
+from looms_runtime.dbapi import read_source, writer
 from looms_runtime.errors import UnknownFlowError
+
+if TYPE_CHECKING:
+    from looms_runtime.db import Database
+    from looms_runtime.dbapi import ReadSource
 
 
 class FlowRegistry:
     """A read-through cache over `looms_flows`; a version's definition never changes."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database | ReadSource) -> None:
         self._db = db
         self._lock = threading.Lock()
         self._flows: dict[tuple[str, str], FlowDef] = {}
@@ -37,7 +40,9 @@ class FlowRegistry:
         with self._lock:
             if (name, version) in self._flows:
                 return version
-        with driver_errors(), self._db.write() as conn:
+        from looms_runtime._store.writes import insert_flow  # noqa: PLC0415 (readers never write)
+
+        with driver_errors(), writer(self._db).write() as conn:
             insert_flow(
                 conn,
                 conn.dialect.name,
@@ -61,7 +66,7 @@ class FlowRegistry:
             found = self._flows.get((name, version))
         if found is not None:
             return found
-        with driver_errors(), self._db.read() as conn:
+        with driver_errors(), read_source(self._db).read() as conn:
             stored = load_flow(conn, name, version)
         if stored is None:
             raise UnknownFlowError(

@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from tests.e2e.conftest import Cli, log_events, stop, wait_for
+from tests.e2e.test_startup import loaded
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 
@@ -158,6 +159,9 @@ def _the_wait_is_shown_everywhere(reader: httpx.Client, cli: Cli, run_id: str) -
     [release] = reader.get("/triggers").json()
     assert release["active_run_id"] == run_id and release["active_run_waiting"] == [wait]
     assert cli.json("list")[0]["active_run_waiting"] == [wait]
+    # The waits are folded from the run's log read through sqlite3, as the rest.
+    for args in (["list"], ["status"]):
+        assert not any(name.startswith("sqlalchemy") for name in loaded(cli, *args)), args
 
 
 def _a_settled_run_takes_no_signal(writer: httpx.Client, cli: Cli, run_id: str) -> None:

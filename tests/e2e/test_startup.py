@@ -138,6 +138,35 @@ def test_status_and_the_run_queries_load_neither_the_engine_nor_the_settings(
         assert "sqlalchemy.orm" not in modules, args
 
 
+def test_the_query_commands_on_sqlite_load_no_sqlalchemy(cli: Cli, tmp_path: Path) -> None:
+    # They read through sqlite3 (looms_runtime.dbapi): SQLAlchemy's import alone is
+    # more than half of a command's start-up.
+    declarations = tmp_path / "t.yaml"
+    declarations.write_text(
+        "version: 1\nflows:\n  noop: {steps: []}\ntriggers:\n"
+        "  - {id: t, flow: noop, every: 1h}\n"
+        "  - {id: nightly, flow: noop, cron: '0 2 * * *', alert: {to: []}}\n"
+    )
+    cli.run("apply", str(declarations))
+    for args in (
+        ["list"],
+        ["list", "--json"],
+        ["history"],
+        ["history", "t"],
+        ["next", "nightly"],
+        ["describe", "t"],
+        ["describe", "nightly", "--json"],
+        ["status"],
+        ["status", "--json"],
+        ["runs", "list"],
+    ):
+        modules = loaded(cli, *args)
+        assert not {name for name in modules if name.split(".")[0] in ("sqlalchemy", "alembic")}, (
+            args
+        )
+        assert writers(modules) == set(), args
+
+
 def test_queries_on_an_empty_database_load_no_writes_and_no_engine(cli: Cli) -> None:
     cli.run("db", "upgrade")
     for args in (["list"], ["history"], ["status"], ["runs", "list"], ["next", "t"]):

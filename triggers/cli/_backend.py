@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from triggers.settings import Settings
     from triggers.store.audit_log import Actor
     from triggers.store.database import Database
+    from triggers.store.reading import SqliteReads
     from triggers.store.sql import SqlTriggerStore
     from triggers.store.sql_audit import SqlAuditLog
     from triggers.store.sql_reads import SqlTriggerReads
@@ -126,9 +127,10 @@ def open_stores(*, create: bool = False) -> Iterator[Stores]:
 class Reads:
     """What a command that only looks reads, on one open database: the trigger store's
     reads, the audit log and the runtime's runs. Each loads its code on first use, and
-    none loads the code that writes (claims, the runtime's engine)."""
+    none loads the code that writes (claims, the runtime's engine). On SQLite the
+    database is a read-only `sqlite3` connection, and no SQLAlchemy is loaded."""
 
-    db: Database
+    db: Database | SqliteReads
     store: SqlTriggerReads
 
     @property
@@ -148,10 +150,10 @@ class Reads:
 @contextmanager
 def open_reads() -> Iterator[Reads]:
     """The reads of an existing database. Raises DatabaseMissingError."""
-    from triggers.store.database import open_database  # noqa: PLC0415
+    from triggers.store.reading import open_for_reading  # noqa: PLC0415
     from triggers.store.sql_reads import SqlTriggerReads  # noqa: PLC0415
 
-    db = open_database(location())
+    db = open_for_reading(location())
     try:
         yield Reads(db=db, store=SqlTriggerReads(db))
     finally:

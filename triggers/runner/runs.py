@@ -18,6 +18,7 @@ from triggers.runner.door import runtime_door
 if TYPE_CHECKING:
     from looms_runtime import Runtime
     from looms_runtime.db import Database
+    from looms_runtime.dbapi import ReadSource
     from looms_runtime.reads import RunReader
 
 __all__ = ["Event", "RunControls", "RunInfo", "RunReads", "RunStatusInfo", "RunSummary"]
@@ -35,7 +36,7 @@ class RunReads:
         self._source = source
 
     @classmethod
-    def of_database(cls, db: Database) -> RunReads:
+    def of_database(cls, db: Database | ReadSource) -> RunReads:
         """The reads of the runs in `db`, without a runtime (no engine is loaded)."""
         from looms_runtime.reads import RunReader  # noqa: PLC0415 (the reader alone)
 

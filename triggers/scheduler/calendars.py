@@ -19,12 +19,14 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from triggers.errors import ScheduleError
 from triggers.model import CalendarSpec, HolidayRule, TriggerSpec
-from triggers.scheduler._cron import CronRule, parse_cron
 from triggers.scheduler._zone_offsets import load_zone
+
+if TYPE_CHECKING:
+    from triggers.scheduler._cron import CronRule
 
 __all__ = [
     "CompiledCalendar",
@@ -124,6 +126,8 @@ def compile_calendars(spec: TriggerSpec) -> TriggerCalendars | None:
 
 @functools.lru_cache(maxsize=256)
 def _compile(calendar: CalendarSpec, timezone: str) -> CompiledCalendar:
+    from triggers.scheduler._cron import parse_cron  # noqa: PLC0415 (croniter: cron rules only)
+
     zone = load_zone(calendar.timezone or timezone)
     rules = tuple(
         parse_cron(expression, trigger_id=calendar.name, check_fires=False)
@@ -143,6 +147,8 @@ def check_calendar(calendar: CalendarSpec) -> list[tuple[tuple[str | int, ...], 
             load_zone(calendar.timezone)
         except ScheduleError as exc:
             problems.append((("timezone",), exc.message))
+    from triggers.scheduler._cron import parse_cron  # noqa: PLC0415 (croniter: cron rules only)
+
     for index, expression in enumerate(calendar.cron):
         try:
             parse_cron(expression, trigger_id=calendar.name)

@@ -32,7 +32,6 @@ from triggers.model import (
     Reason,
     Schedule,
 )
-from triggers.scheduler._cron import CronOccurrences, parse_cron
 from triggers.scheduler._dst import DstShift, describe_shift
 from triggers.scheduler._intervals import (
     CALENDAR_ANCHOR,
@@ -153,6 +152,10 @@ def compile_schedule(
         )
     match schedule:
         case CronSchedule(expression=expression):
+            # Here, not at the top: croniter's import costs every command a tenth of
+            # its start-up, and only a cron schedule needs it.
+            from triggers.scheduler._cron import CronOccurrences, parse_cron  # noqa: PLC0415
+
             rule = parse_cron(expression, trigger_id=trigger_id, check_fires=not validated)
             return CronOccurrences(rule, offsets, start_at=start_at, end_at=end_at)
         case EverySchedule(interval=interval, start=start):

@@ -16,7 +16,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from triggers.alert_rules import AlertEvent, AlertFacts, AlertRecord, AlertRule, alert_payload
+from triggers.alert_rules import AlertEvent, AlertFacts, AlertRule, alert_payload
 from triggers.clock import from_ms, to_ms
 from triggers.model import Outcome, Trigger
 from triggers.store._decide import TriggerView
@@ -323,15 +323,6 @@ def lease_alerts(
     return taken
 
 
-def read_alerts(conn: Connection, ids: Sequence[int]) -> list[AlertRecord]:
-    """The alerts of `ids`, in id order."""
-    found: list[AlertRecord] = []
-    for part in chunks(ids):
-        rows = conn.execute(sa.select(alerts).where(alerts.c.id.in_(part)).order_by(alerts.c.id))
-        found += [_record(row) for row in rows.mappings()]
-    return found
-
-
 _RECORD = (
     alerts.update()
     .where(
@@ -429,41 +420,9 @@ def prune_alerts(conn: Connection, *, older_than: datetime, limit: int) -> int:
     return len(ids)
 
 
-def list_alerts(
-    conn: Connection, *, trigger_id: str | None, status: str | None, limit: int
-) -> list[AlertRecord]:
-    """The newest alerts first, optionally of one trigger and of one status."""
-    statement = sa.select(alerts).order_by(alerts.c.id.desc()).limit(limit)
-    if trigger_id is not None:
-        statement = statement.where(alerts.c.trigger_id == trigger_id)
-    if status is not None:
-        statement = statement.where(alerts.c.status == status)
-    return [_record(row) for row in conn.execute(statement).mappings()]
-
-
 def count_alerts(conn: Connection) -> dict[str, int]:
     """How many alerts are pending, delivered and failed."""
     rows = conn.execute(sa.select(alerts.c.status, sa.func.count()).group_by(alerts.c.status))
     found = {PENDING: 0, DELIVERED: 0, FAILED: 0}
     found.update({status: int(count) for status, count in rows})
     return found
-
-
-def _record(row: Mapping[Any, Any]) -> AlertRecord:
-    return AlertRecord(
-        id=row["id"],
-        alert_id=row["alert_id"],
-        channel=row["channel"],
-        event=row["event"],
-        trigger_id=row["trigger_id"],
-        occurrence_at=row["occurrence_at"],
-        payload=row["payload"],
-        destination=row["destination"],
-        status=row["status"],
-        attempts=row["attempts"],
-        created_at=row["created_at"],
-        next_attempt_at=row["next_attempt_at"],
-        delivered_at=row["delivered_at"],
-        last_error=row["last_error"],
-        response=row["response"],
-    )

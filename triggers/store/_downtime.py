@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from triggers.store.protocol import Heartbeat, RecordedDowntime
+from triggers.store.protocol import Heartbeat
 from triggers.store.schema import downtime, heartbeats
 
 _DOWNTIME_LOCK = 0x7472_6967_646F  # the advisory lock of recording downtime on PostgreSQL
@@ -46,18 +46,6 @@ def _record_silence(conn: Connection, beat: Heartbeat, down_after: timedelta) ->
     conn.execute(
         downtime.insert().values(started_at=last, ended_at=beat.last_tick_at, ended_by=beat.owner)
     )
-
-
-def read_downtime(conn: Connection, *, since: datetime, until: datetime) -> list[RecordedDowntime]:
-    rows = conn.execute(
-        sa.select(downtime.c.started_at, downtime.c.ended_at, downtime.c.ended_by)
-        .where(downtime.c.ended_at >= since, downtime.c.started_at <= until)
-        .order_by(downtime.c.started_at, downtime.c.id)
-    ).all()
-    return [
-        RecordedDowntime(started_at=row.started_at, ended_at=row.ended_at, ended_by=row.ended_by)
-        for row in rows
-    ]
 
 
 def prune_downtime(conn: Connection, *, older_than: datetime) -> int:

@@ -12,11 +12,12 @@ naive datetime, say) are bugs and pass through.
 from __future__ import annotations
 
 import re
+import sqlite3
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-
-import sqlalchemy as sa
-from sqlalchemy import exc as sa_exc
+from functools import cache
+from typing import TYPE_CHECKING
 
 from triggers.errors import (
     DuplicateOccurrenceError,
@@ -25,24 +26,42 @@ from triggers.errors import (
     StoreUnavailableError,
     TriggersError,
 )
-from triggers.store.schema import fires, metadata
 
-# The constraints that make an occurrence's ledger row unique.
-_OCCURRENCE_KEYS = frozenset(
-    str(constraint.name)
-    for constraint in fires.constraints
-    if isinstance(constraint, sa.UniqueConstraint)
-)
+if TYPE_CHECKING:
+    from sqlalchemy import exc as sa_exc
+
 # SQLite names the columns of a failed unique constraint, not the constraint.
 _SQLITE_UNIQUE = re.compile(r"UNIQUE constraint failed: (.+)")
-_UNIQUE_BY_COLUMNS = {
-    (table.name, tuple(column.name for column in constraint.columns)): str(constraint.name)
-    for table in metadata.sorted_tables
-    for constraint in table.constraints
-    if isinstance(constraint, sa.UniqueConstraint | sa.PrimaryKeyConstraint)
-}
 _PG_UNDEFINED = frozenset({"42P01", "42703"})  # undefined_table, undefined_column
 _PG_UNIQUE = "23505"
+
+
+@cache
+def _occurrence_keys() -> frozenset[str]:
+    """The constraints that make an occurrence's ledger row unique."""
+    import sqlalchemy as sa  # noqa: PLC0415 (a writer's error: loaded already)
+
+    from triggers.store.schema import fires  # noqa: PLC0415
+
+    return frozenset(
+        str(constraint.name)
+        for constraint in fires.constraints
+        if isinstance(constraint, sa.UniqueConstraint)
+    )
+
+
+@cache
+def _unique_by_columns() -> dict[tuple[str, tuple[str, ...]], str]:
+    import sqlalchemy as sa  # noqa: PLC0415
+
+    from triggers.store.schema import metadata  # noqa: PLC0415
+
+    return {
+        (table.name, tuple(column.name for column in constraint.columns)): str(constraint.name)
+        for table in metadata.sorted_tables
+        for constraint in table.constraints
+        if isinstance(constraint, sa.UniqueConstraint | sa.PrimaryKeyConstraint)
+    }
 
 
 @contextmanager
@@ -50,16 +69,49 @@ def translated() -> Iterator[None]:
     """Run the body with driver errors translated (see the module doc)."""
     try:
         yield
-    except sa_exc.DBAPIError as exc:
-        raise _translate(exc) from exc
-    except sa_exc.TimeoutError as exc:
+    except sqlite3.Error as exc:  # the read seam's `sqlite3` (`looms_runtime.dbapi`)
+        raise sqlite_error(exc) from exc
+    except Exception as exc:
+        mapped = _sqlalchemy_error(exc)
+        if mapped is None:
+            raise
+        raise mapped from exc
+
+
+def sqlite_error(exc: sqlite3.Error) -> TriggersError:
+    """What an error of `sqlite3` means, in the words SQLAlchemy's would give it."""
+    detail = str(exc).strip()
+    if isinstance(exc, sqlite3.OperationalError):
+        if "no such table" in detail or "no such column" in detail:
+            return SchemaBehindError(
+                f"the database schema is incomplete ({detail}); run `triggers db upgrade`"
+            )
+        return StoreUnavailableError(f"database unavailable: {detail}")
+    if isinstance(exc, sqlite3.IntegrityError):
+        return StoreError(f"the database refused the write: {detail}")
+    return StoreError(f"database error: {type(exc).__name__}: {detail}")
+
+
+def _sqlalchemy_error(exc: Exception) -> TriggersError | None:
+    """SQLAlchemy's error `exc` translated; None for any other (an error can be one of
+    SQLAlchemy's only once it is loaded, so this never loads it)."""
+    if "sqlalchemy" not in sys.modules:
+        return None
+    from sqlalchemy import exc as sa_exc  # noqa: PLC0415
+
+    if isinstance(exc, sa_exc.DBAPIError):
+        return _translate(exc)
+    if isinstance(exc, sa_exc.TimeoutError):
         # The pool had no connection to give within its timeout: every one is busy.
-        raise StoreUnavailableError(
+        return StoreUnavailableError(
             "database unavailable: no pooled connection became free in time"
-        ) from exc
+        )
+    return None
 
 
 def _translate(exc: sa_exc.DBAPIError) -> TriggersError:
+    from sqlalchemy import exc as sa_exc  # noqa: PLC0415
+
     detail = str(exc.orig).strip()
     if exc.connection_invalidated:
         return StoreUnavailableError(f"database connection lost: {detail}")
@@ -69,7 +121,7 @@ def _translate(exc: sa_exc.DBAPIError) -> TriggersError:
         )
     if isinstance(exc, sa_exc.IntegrityError):
         constraint = _constraint(exc, detail)
-        if constraint in _OCCURRENCE_KEYS and _is_unique_violation(exc, detail):
+        if constraint in _occurrence_keys() and _is_unique_violation(exc, detail):
             return DuplicateOccurrenceError(
                 "the ledger already holds this occurrence: another writer recorded it",
                 constraint=constraint,
@@ -81,6 +133,8 @@ def _translate(exc: sa_exc.DBAPIError) -> TriggersError:
 
 
 def _schema_missing(exc: sa_exc.DBAPIError, detail: str) -> bool:
+    from sqlalchemy import exc as sa_exc  # noqa: PLC0415
+
     if getattr(exc.orig, "sqlstate", None) in _PG_UNDEFINED:
         return True
     # SQLite reports a missing table or column as an operational error.
@@ -104,4 +158,4 @@ def _constraint(exc: sa_exc.IntegrityError, detail: str) -> str | None:
     # SQLite lists the columns as table.column, comma-separated.
     qualified = [part.strip().partition(".") for part in found.group(1).split(",")]
     table = qualified[0][0]
-    return _UNIQUE_BY_COLUMNS.get((table, tuple(column for _, _, column in qualified)))
+    return _unique_by_columns().get((table, tuple(column for _, _, column in qualified)))

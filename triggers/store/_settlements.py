@@ -259,20 +259,3 @@ def _launched_by_key(conn: Connection, changes: Sequence[RunChange], now: dateti
         ),
         keyed,
     )
-
-
-def last_settled(conn: Connection) -> dict[str, dict[str, datetime]]:
-    """Each trigger's latest `settled_at`, for `completed` and for `failed` rows."""
-    latest = sa.func.max(fires.c.settled_at)
-    rows = conn.execute(
-        sa.select(fires.c.outcome, fires.c.trigger_id, latest)
-        .where(
-            fires.c.outcome.in_([Outcome.COMPLETED.value, Outcome.FAILED.value]),
-            fires.c.settled_at.is_not(None),
-        )
-        .group_by(fires.c.outcome, fires.c.trigger_id)
-    ).all()
-    found: dict[str, dict[str, datetime]] = {"completed": {}, "failed": {}}
-    for outcome, trigger_id, settled_at in rows:
-        found[outcome][trigger_id] = settled_at
-    return found

@@ -19,9 +19,9 @@ if TYPE_CHECKING:
     from sqlalchemy.sql.compiler import SQLCompiler
 
 from triggers.clock import to_ms
-from triggers.errors import CorruptRowError, StoreError
-from triggers.model import Trigger, TriggerSpec
-from triggers.store import _codec
+from triggers.errors import StoreError
+from triggers.model import Trigger
+from triggers.store._read_sql import decode_triggers
 from triggers.store.protocol import Reserved
 from triggers.store.schema import fires, trigger_upstreams, triggers
 
@@ -42,11 +42,6 @@ def fire_key(claim: Reserved) -> tuple[sa.ColumnElement[bool], ...]:
     )
 
 
-# Decoding a declaration costs more than the rest of a claim; a digest names exactly
-# one declaration, so each is decoded once per process. The declaration column is
-# read only for digests not seen yet.
-_SPECS: dict[str, TriggerSpec] = {}
-_MAX_SPECS = 100_000
 _STATE_COLUMNS = [column for column in triggers.c if column.name != "declaration"]
 
 
@@ -103,36 +98,9 @@ def lock_trigger_rows(conn: Connection, ids: Sequence[str]) -> dict[str, str | N
 def read_triggers(
     conn: Connection, statement: sa.Select[Any], params: Mapping[str, Any] | None = None
 ) -> dict[str, Trigger | StoreError]:
-    """Decode the trigger rows `statement` selects (`_STATE_COLUMNS`), in its order."""
-    rows = conn.execute(statement, params).mappings().all()
-    unknown = sorted({row["id"] for row in rows if row["digest"] not in _SPECS})
-    broken: dict[str, StoreError] = {}
-    for part in chunks(unknown):
-        declared = conn.execute(
-            sa.select(triggers.c.id, triggers.c.digest, triggers.c.declaration).where(
-                triggers.c.id.in_(part)
-            )
-        )
-        for trigger_id, digest, declaration in declared:
-            try:
-                spec = _codec.spec_from_json(trigger_id, declaration, digest)
-            except CorruptRowError as exc:
-                broken[trigger_id] = exc
-                continue
-            if len(_SPECS) >= _MAX_SPECS:
-                _SPECS.clear()
-            _SPECS[digest] = spec
-    found: dict[str, Trigger | StoreError] = {}
-    for row in rows:
-        trigger_id = row["id"]
-        known = _SPECS.get(row["digest"])
-        if trigger_id in broken or known is None:
-            found[trigger_id] = broken.get(trigger_id) or CorruptRowError(
-                f"trigger {trigger_id!r} changed while it was read", trigger_id=trigger_id
-            )
-            continue
-        found[trigger_id] = _codec.trigger_from_state(row, known)
-    return found
+    """Decode the trigger rows `statement` selects (`_STATE_COLUMNS`), in its order (a
+    writer's statement: the reads' own are plain SQL, `triggers.store._read_sql`)."""
+    return decode_triggers(conn, conn.execute(statement, params).mappings().all())
 
 
 def select_triggers() -> sa.Select[Any]:

@@ -15,13 +15,7 @@ from collections.abc import Collection
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from triggers.model import Outcome, Reason
-from triggers.store._sql_common import chunks
-from triggers.store.protocol import PoolUse
-from triggers.store.schema import fires, triggers
-
-_ACTIVE = (Outcome.LAUNCHING.value, Outcome.LAUNCHED.value)
-_MEMBERS = fires.join(triggers, triggers.c.id == fires.c.trigger_id)
+from triggers.store._read_sql import pool_use
 
 
 def pool_lock_key(name: str) -> int:
@@ -44,32 +38,4 @@ def lock_pools(conn: Connection, names: Collection[str]) -> None:
         conn.execute(sa.select(sa.func.pg_advisory_xact_lock(pool_lock_key(name))))
 
 
-def pool_use(conn: Connection, names: Collection[str]) -> dict[str, PoolUse]:
-    """Each pool's active and waiting rows (see `PoolUse`)."""
-    counts: dict[str, list[int]] = {name: [0, 0] for name in names}
-    may_launch = sa.and_(
-        triggers.c.paused == sa.false(),
-        triggers.c.retired == sa.false(),
-        triggers.c.enabled == sa.true(),
-        triggers.c.blocked_by.is_(None),
-    )
-    for part in chunks(sorted(counts)):
-        rows = conn.execute(
-            sa.select(triggers.c.pool, fires.c.outcome, sa.func.count())
-            .select_from(_MEMBERS)
-            .where(
-                triggers.c.pool.in_(part),
-                sa.or_(
-                    fires.c.outcome.in_(_ACTIVE),
-                    sa.and_(
-                        fires.c.outcome == Outcome.BUFFERED.value,
-                        fires.c.reason == Reason.POOL_FULL.value,
-                        may_launch,
-                    ),
-                ),
-            )
-            .group_by(triggers.c.pool, fires.c.outcome)
-        )
-        for pool, outcome, count in rows:
-            counts[pool][0 if outcome in _ACTIVE else 1] += int(count)
-    return {name: PoolUse(active=a, waiting=w) for name, (a, w) in counts.items()}
+__all__ = ["lock_pools", "pool_lock_key", "pool_use"]

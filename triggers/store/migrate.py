@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
@@ -19,19 +18,37 @@ from looms_runtime.db import Database
 from triggers.errors import (
     ConfigError,
     DatabaseMissingError,
-    SchemaBehindError,
     StoreUnavailableError,
     TriggersError,
+)
+from triggers.store._schema_version import (
+    PACKAGED,
+    SCHEMA_HEAD,
+    SOURCE,
+    behind,
+    newer,
+    no_schema,
+    no_version,
 )
 
 if TYPE_CHECKING:
     from alembic.config import Config
 
-SCHEMA_HEAD = "0014"
-"""The newest revision in `alembic/versions` (tests/integration/test_migrations.py checks)."""
+__all__ = [
+    "SCHEMA_HEAD",
+    "SchemaState",
+    "alembic_config",
+    "connection_error",
+    "current_revision",
+    "downgrade",
+    "ensure_schema",
+    "head_revision",
+    "schema_state",
+    "upgrade",
+]
 
-_PACKAGED = Path(__file__).resolve().parent.parent / "_migrations"  # inside an installed wheel
-_SOURCE = Path(__file__).resolve().parent.parent.parent / "alembic"  # a source checkout
+_PACKAGED = PACKAGED
+_SOURCE = SOURCE
 _PG_NO_DATABASE = "3D000"  # invalid_catalog_name
 _PG_LOGIN = frozenset({"28000", "28P01"})  # invalid authorization, invalid password
 # psycopg reports a refused connection without a SQLSTATE, so the server's words decide.
@@ -172,31 +189,12 @@ def ensure_schema(db: Database, *, migrate_empty: bool = True) -> SchemaState:
     if state.current is None and state.empty:
         if migrate_empty:
             return upgrade(db)
-        raise DatabaseMissingError(
-            "the database holds no triggers schema: no daemon has used it yet; "
-            "start the daemon (`triggers run`), or create the schema with `triggers db upgrade`",
-            head=state.head,
-        )
+        raise no_schema(state.head)
     if state.current is None:
-        raise SchemaBehindError(
-            "the database has tables but no triggers schema version; "
-            "run `triggers db upgrade` to create the schema",
-            current=None,
-            head=state.head,
-        )
+        raise no_version(state.head)
     from alembic.script import ScriptDirectory  # noqa: PLC0415
 
     known = {rev.revision for rev in ScriptDirectory.from_config(alembic_config()).walk_revisions()}
     if state.current not in known:
-        raise ConfigError(
-            f"the database schema ({state.current}) is newer than this release ({state.head}); "
-            "upgrade triggers",
-            current=state.current,
-            head=state.head,
-        )
-    raise SchemaBehindError(
-        f"the database schema is behind ({state.current}, this release needs {state.head}); "
-        "run `triggers db upgrade`",
-        current=state.current,
-        head=state.head,
-    )
+        raise newer(state.current, state.head)
+    raise behind(state.current, state.head)

@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from looms_runtime.db import Database
 from triggers.errors import (
     StaleOwnerError,
     StoreError,
@@ -70,6 +71,10 @@ def _set_meta(conn: Connection, key: str, value: str, now: datetime) -> None:
 class SqlTriggerStore(SqlTriggerReads):
     """`TriggerStore` on a `Database` (see `triggers.store.protocol` for the contract):
     the reads of `SqlTriggerReads`, and every write."""
+
+    def __init__(self, db: Database) -> None:
+        super().__init__(db)
+        self._db = db
 
     # -- declarations -------------------------------------------------------------
 

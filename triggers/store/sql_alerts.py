@@ -9,14 +9,19 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from sqlalchemy.engine import Connection
-
-from looms_runtime.db import Database
+from looms_runtime.dbapi import read_source, writer
 from triggers.alert_rules import AlertRecord
-from triggers.store import _alerts
+from triggers.store import _read_sql
 from triggers.store._driver_errors import translated
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection
+
+    from looms_runtime.db import Database
+    from looms_runtime.dbapi import ReadSource
+    from triggers.store import _alerts
 
 
 class AttemptLike(Protocol):
@@ -37,10 +42,13 @@ class AttemptLike(Protocol):
 
 
 class SqlAlertOutbox:
-    """The `alerts` table on a `Database`: lease, record and list deliveries."""
+    """The `alerts` table on a `Database`: lease, record and list deliveries. Listing
+    is a read of the read seam (a `ReadSource` will do); the rest are the daemon's, on
+    SQLAlchemy Core (`_alerts`, loaded on first use)."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database | ReadSource) -> None:
         self._db = db
+        self._reads = read_source(db)
 
     def claim(
         self, *, owner: str, now: datetime, lease: timedelta, limit: int = 100
@@ -50,6 +58,8 @@ class SqlAlertOutbox:
         Raises:
             StoreUnavailableError: the database cannot be reached.
         """
+        from triggers.store import _alerts  # noqa: PLC0415 (the writes' statements)
+
         with self._write() as conn:
             taken = _alerts.lease_alerts(conn, owner=owner, now=now, lease=lease, limit=limit)
         return self._read(taken)
@@ -69,6 +79,8 @@ class SqlAlertOutbox:
 
         Returns False when the lease was lost (another sender took the alert over).
         """
+        from triggers.store import _alerts  # noqa: PLC0415 (the writes' statements)
+
         with self._write() as conn:
             return _alerts.record_alert(
                 conn,
@@ -83,12 +95,16 @@ class SqlAlertOutbox:
 
     def record_all(self, attempts: Sequence[AttemptLike], *, owner: str) -> int:
         """Record a round's attempts in one transaction; how many were still leased."""
+        from triggers.store import _alerts  # noqa: PLC0415 (the writes' statements)
+
         with self._write() as conn:
             return _alerts.record_alerts(conn, _answers(attempts), owner=owner)
 
     def due(self, *, owner: str, now: datetime, limit: int = 100) -> bool:
         """Whether `claim` would lease an alert now (a read: no write lock taken)."""
-        with translated(), self._db.read() as conn:
+        from triggers.store import _alerts  # noqa: PLC0415 (the writes' statements)
+
+        with translated(), writer(self._db).read() as conn:
             return _alerts.alerts_due(conn, owner=owner, now=now, limit=limit)
 
     def exchange(
@@ -106,6 +122,8 @@ class SqlAlertOutbox:
         Raises:
             StoreUnavailableError: the database cannot be reached.
         """
+        from triggers.store import _alerts  # noqa: PLC0415 (the writes' statements)
+
         with self._write() as conn:
             _alerts.record_alerts(conn, _answers(attempts), owner=owner)
             taken = _alerts.lease_alerts(conn, owner=owner, now=now, lease=lease, limit=limit)
@@ -115,14 +133,16 @@ class SqlAlertOutbox:
         """The leased alerts whole: read after the lease's commit, out of the write lock."""
         if not ids:
             return []
-        with translated(), self._db.read() as conn:
-            return _alerts.read_alerts(conn, ids)
+        with translated(), self._reads.read() as rows:
+            return _read_sql.read_alerts(rows, ids)
 
     def check_deadlines(self, *, now: datetime) -> int:
         """Raise `late` and `stuck` alerts whose deadline passed (once each, whoever
         looks); how many were found (before deduplication). Looking is a read: the
         write lock is taken only when there is something to raise."""
-        with translated(), self._db.read() as conn:
+        from triggers.store import _alerts  # noqa: PLC0415 (the writes' statements)
+
+        with translated(), writer(self._db).read() as conn:
             raised = _alerts.deadline_alerts(conn, now)
         if raised:
             with self._write() as conn:
@@ -133,12 +153,14 @@ class SqlAlertOutbox:
         self, *, trigger_id: str | None = None, status: str | None = None, limit: int = 100
     ) -> list[AlertRecord]:
         """The newest alerts first."""
-        with translated(), self._db.read() as conn:
-            return _alerts.list_alerts(conn, trigger_id=trigger_id, status=status, limit=limit)
+        with translated(), self._reads.read() as rows:
+            return _read_sql.list_alerts(rows, trigger_id=trigger_id, status=status, limit=limit)
 
     def counts(self) -> dict[str, int]:
         """Alerts by status: `pending`, `delivered`, `failed`."""
-        with translated(), self._db.read() as conn:
+        from triggers.store import _alerts  # noqa: PLC0415 (the writes' statements)
+
+        with translated(), writer(self._db).read() as conn:
             return _alerts.count_alerts(conn)
 
     def prune(self, *, older_than: datetime, limit: int = 10_000) -> int:
@@ -147,6 +169,8 @@ class SqlAlertOutbox:
         Raises:
             StoreUnavailableError: the database cannot be reached.
         """
+        from triggers.store import _alerts  # noqa: PLC0415 (the writes' statements)
+
         with self._write(urgent=False) as conn:
             return _alerts.prune_alerts(conn, older_than=older_than, limit=limit)
 
@@ -155,11 +179,13 @@ class SqlAlertOutbox:
         # Urgent, as the scheduler's claims: a sender's round is one short transaction
         # per few hundred alerts, and behind a busy daemon's claims it would wait for
         # as long as they keep coming (its alerts with it). Pruning can wait.
-        with translated(), self._db.write(urgent=urgent) as conn:
+        with translated(), writer(self._db).write(urgent=urgent) as conn:
             yield conn
 
 
 def _answers(attempts: Sequence[AttemptLike]) -> list[_alerts.DeliveryAnswer]:
+    from triggers.store import _alerts  # noqa: PLC0415 (the writes' statements)
+
     return [
         _alerts.DeliveryAnswer(
             record_id=attempt.record.id,
