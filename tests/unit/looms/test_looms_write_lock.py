@@ -28,10 +28,13 @@ def test_a_thread_that_releases_and_acquires_again_waits_its_turn() -> None:
     lock = _PriorityLock()
     order: list[str] = []
     lock.acquire(urgent=False)
-    waiter = threading.Thread(
-        target=lambda: (lock.acquire(urgent=False), order.append("waiter"), lock.release()),
-        daemon=True,
-    )
+
+    def wait_then_take() -> None:
+        lock.acquire(urgent=False)
+        order.append("waiter")
+        lock.release()
+
+    waiter = threading.Thread(target=wait_then_take, daemon=True)
     waiter.start()
     _until(_waiting(lock, urgent=False))
     for _ in range(50):
@@ -77,9 +80,12 @@ def test_the_lock_is_reentrant_and_free_once_released_as_often() -> None:
     lock.acquire(urgent=False)
     lock.acquire(urgent=True)
     lock.release()
-    other = threading.Thread(
-        target=lambda: (lock.acquire(urgent=False), lock.release()), daemon=True
-    )
+
+    def take() -> None:
+        lock.acquire(urgent=False)
+        lock.release()
+
+    other = threading.Thread(target=take, daemon=True)
     other.start()
     _until(_waiting(lock, urgent=False))
     assert other.is_alive()  # still held once
