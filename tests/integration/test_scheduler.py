@@ -474,3 +474,40 @@ def test_a_tick_of_more_triggers_than_a_claim_batch_claims_them_in_several_commi
     assert len(rows) == count
     assert {r.outcome for r in rows} == {Outcome.COMPLETED}
     assert Counter(r.idempotency_key for r in runner.requests).most_common(1)[0][1] == 1
+
+
+def test_a_stop_during_a_tick_leaves_the_rest_for_the_next_daemon_each_claimed_once(
+    database: Database,
+) -> None:
+    # SIGTERM while a tick works through its batches (10,000 triggers behind): the
+    # batch in progress commits, the rest stay due in the store (their watermarks
+    # unmoved), and the next daemon claims each of them once.
+    store = SqlTriggerStore(database)
+    claim = store.claim
+    h = Harness(database, start=T0, runner=FakeRunner(auto_complete=True), store=store)
+    count = CLAIM_BATCH * 2 + 10
+    h.apply([spec(f"t{n:03d}", every=timedelta(minutes=1)) for n in range(count)])
+    h.step()
+    batches: list[int] = []
+
+    def claiming(requests: Sequence[ClaimRequest], **options: Any) -> list[ClaimResult]:
+        batches.append(len(requests))
+        h.scheduler.stop()  # the signal arrives while the first batch is claimed
+        return claim(requests, **options)
+
+    store.claim = claiming  # type: ignore[method-assign]
+    occurrence = T0 + timedelta(minutes=1)
+    h.clock.set(occurrence)
+    h.step()
+    h.close()
+    assert batches == [CLAIM_BATCH]
+    assert len([r for r in h.history() if r.occurrence_at == occurrence]) == CLAIM_BATCH
+
+    after = Harness(
+        database, start=occurrence, owner="daemon-b", runner=FakeRunner(auto_complete=True)
+    )
+    after.step()
+    after.close()
+    rows = [r for r in after.history() if r.occurrence_at == occurrence]
+    assert len(rows) == count
+    assert Counter(r.trigger_id for r in rows).most_common(1)[0][1] == 1

@@ -15,6 +15,7 @@ new declaration; a second mismatch waits for the next tick.
 from __future__ import annotations
 
 import dataclasses
+import threading
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import assert_never
@@ -67,6 +68,8 @@ class TickReport:
     launched: int = 0
     ranges: int = 0
     errors: int = 0
+    unclaimed: int = 0
+    """Occurrences left unclaimed because the scheduler was stopping."""
     polled: bool = False
     outcomes: dict[str, int] = field(default_factory=dict)
 
@@ -87,8 +90,10 @@ class Dispatcher:
         lease: timedelta,
         plan_limit: int,
         launch_within: LaunchWithin | None = None,
+        stopping: threading.Event | None = None,
     ) -> None:
         self._launch_within = launch_within
+        self._stopping = stopping or threading.Event()
         self._store = store
         self._clock = clock
         self._timetable = timetable
@@ -163,7 +168,14 @@ class Dispatcher:
             requests = [r for r in requests if r.trigger_id not in stale]
         if requests:
             for batch in claim_batches(requests, CLAIM_BATCH):
+                if self._stopping.is_set():
+                    # Stopping: the rest stay unclaimed, due still in the store (their
+                    # watermarks did not move), for the next daemon to claim or catch up.
+                    report.unclaimed += len(batch)
+                    continue
                 stale |= self._claim(batch, report)
+            if report.unclaimed:
+                log.info("stopping_left_unclaimed", occurrences=report.unclaimed)
         for entry in due:
             self._reschedule_after_dispatch(entry, plans.get(entry.trigger.spec.id), stale)
         if stale:

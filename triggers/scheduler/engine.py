@@ -118,6 +118,7 @@ class Scheduler:
         self._division = Division(
             me=options.owner, owner_lease=options.owner_lease, host=self._host
         )
+        self._stopping = threading.Event()
         self._dispatcher = Dispatcher(
             store=store,
             clock=clock,
@@ -129,6 +130,7 @@ class Scheduler:
             lease=options.lease,
             plan_limit=options.plan_limit,
             launch_within=launcher_within(runner) if runner.starts_within else None,
+            stopping=self._stopping,
         )
         self._next_poll_at: datetime | None = None
         self._last_heartbeat_at: datetime | None = None
@@ -145,7 +147,6 @@ class Scheduler:
         )
         self._unsynced: dict[str, Trigger] = {}
         self._listed_all = False
-        self._stopping = threading.Event()
         self._corrupt: set[str] = set()
         self.progress = LoopProgress(clock.monotonic)
         # Asked once: through structlog's proxy the question costs a tenth of a tick.
