@@ -378,6 +378,17 @@ TriggerState = Literal["enabled", "paused", "disabled", "retired", "blocked"]
 """What `Trigger.state` says (retired, then disabled, then paused, then blocked)."""
 
 
+def trigger_state(*, retired: bool, enabled: bool, paused: bool, blocked: bool) -> TriggerState:
+    """The one word for a trigger's state, in this order of precedence."""
+    if retired:
+        return "retired"
+    if not enabled:
+        return "disabled"
+    if paused:
+        return "paused"
+    return "blocked" if blocked else "enabled"
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Trigger:
     """A stored trigger: its declaration plus the state the store keeps for it."""
@@ -409,13 +420,12 @@ class Trigger:
     @property
     def state(self) -> TriggerState:
         """One word for the trigger's state; `blocked` when a parked run holds it."""
-        if self.retired:
-            return "retired"
-        if not self.spec.enabled:
-            return "disabled"
-        if self.paused:
-            return "paused"
-        return "blocked" if self.blocked_by else "enabled"
+        return trigger_state(
+            retired=self.retired,
+            enabled=self.spec.enabled,
+            paused=self.paused,
+            blocked=bool(self.blocked_by),
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -17,7 +17,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import datetime, timedelta
 
 from triggers.errors import StaleOwnerError, StoreError, TriggersError, UnknownTriggerError
-from triggers.model import FireRecord, Outcome, Trigger, TriggerSpec, upstreams_of
+from triggers.model import FireRecord, Outcome, Trigger, TriggerSpec, trigger_state, upstreams_of
 from triggers.store import _memory_ledger as ledger
 from triggers.store._claim_batch import ClaimBatch
 from triggers.store._fire_row import FireRow, cut
@@ -520,14 +520,13 @@ _NEWEST_LAST = operator.attrgetter("occurrence_at", "id")
 
 
 def _listed_state(row: TriggerRow) -> ListedState:
-    """`find_triggers`' state of a row (`triggers.inspection.trigger_state`'s order)."""
-    if row.retired:
-        return "retired"
-    if not row.spec.enabled:
-        return "disabled"
-    if row.paused:
-        return "paused"
-    return "blocked" if row.blocked_by else "enabled"
+    """`find_triggers`' state of a row, as `Trigger.state` words it."""
+    return trigger_state(
+        retired=row.retired,
+        enabled=row.spec.enabled,
+        paused=row.paused,
+        blocked=bool(row.blocked_by),
+    )
 
 
 def _everything(query: HistoryQuery) -> bool:
