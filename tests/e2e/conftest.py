@@ -81,15 +81,21 @@ def stop(process: subprocess.Popen[str], *, timeout: float = 30) -> int:
 
 
 def wait_for(check: Callable[[], T | None], *, timeout: float, what: str) -> T:
-    """Poll `check` until it returns something truthy, or fail after `timeout`."""
+    """Poll `check` until it returns something truthy, or fail after `timeout`.
+
+    Between two checks it sleeps at least as long as the last check took: a check is
+    often a CLI call (a process of its own, a few tenths of a second of CPU), and
+    polling back to back would take a core from the daemons being waited on."""
     deadline = time.monotonic() + timeout
     while True:
+        began = time.monotonic()
         value = check()
         if value:
             return value
-        if time.monotonic() > deadline:
+        ended = time.monotonic()
+        if ended > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.2)
+        time.sleep(max(0.2, ended - began))
 
 
 def log_events(log: Path) -> list[dict[str, Any]]:

@@ -58,10 +58,9 @@ def test_blocked_skipped_and_recovered_are_one_alert_each_from_three_daemons(
     flag = tmp_path / "healthy"
     config = tmp_path / "triggers.yaml"
     config.write_text(_config(receiver.port, flag))
-    base = Cli(pg_database_url, tmp_path)
-    base.env.update({"PYTHONPATH": str(tmp_path), "TRIGGERS_WORKER_PROCESSES": "1"})
-    clis = [on_host(base, f"host-{n}") for n in range(3)]
-    for cli in clis[1:]:
+    # `on_host` starts from a fresh environment: each host gets the steps' module path.
+    clis = [on_host(Cli(pg_database_url, tmp_path), f"host-{n}") for n in range(3)]
+    for cli in clis:
         cli.env.update({"PYTHONPATH": str(tmp_path), "TRIGGERS_WORKER_PROCESSES": "1"})
     cli = clis[0]
     daemons = [c.daemon(config, tmp_path / f"daemon-{n}.log") for n, c in enumerate(clis)]

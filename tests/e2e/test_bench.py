@@ -116,7 +116,7 @@ def test_runtime_throughput_reports_runs_per_second() -> None:
 
 def test_command_steps_reports_the_cpu_of_a_step() -> None:
     found = bench(
-        "command_steps.py", "--triggers", "2", "--seconds", "3", "--warmup", "1", "--python"
+        "command_steps.py", "--triggers", "2", "--seconds", "1", "--warmup", "0", "--python"
     )
     entry = next(value for key, value in found["summary"].items() if key != "fork_exec_true_ms")
     for key in ("cpu_ms_per_fire_with_steps", "cpu_ms_per_step", "supervision_ms_per_step"):

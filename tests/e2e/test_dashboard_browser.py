@@ -23,7 +23,9 @@ from tests.browser import browser, eventually, require_browser, screenshot
 from tests.e2e.conftest import Cli, stop, wait_for
 from tests.e2e.test_api import free_address
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
+# One worker runs the module (`--dist loadgroup`): its module-scoped daemon and
+# ledger are built once, not once on each worker that gets one of its tests.
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300), pytest.mark.xdist_group("dashboard")]
 
 READ_TOKEN = "look-" + "r" * 35
 WRITE_TOKEN = "act-" + "w" * 36

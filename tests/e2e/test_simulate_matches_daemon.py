@@ -3,13 +3,15 @@ exclusion), a full pool and a chain of three dependent triggers, played by
 `triggers run` on SQLite with its clock set just before Christmas (a test hook,
 `clocked_daemon.py`), and by `simulate` over the same range.
 
-The schedules have seconds fields, so the scenario takes about a minute of real
-time: the chain `ingest` -> `transform` -> `publish` runs at 23:59:20; at 23:59:40
-`transform` finds its pool full (`backup` holds the one slot); from midnight
-`ingest` is excluded by the German holidays (25 December). Runs of a dependent
-start when their upstream's run ends, a few milliseconds later on the daemon than
-in the simulation, so a dependent's row is compared by the chain of scheduled
-occurrences that caused it, not by its instant.
+The schedules have seconds fields, so the scenario takes about half a minute of real
+time: the chain `ingest` -> `transform` -> `publish` runs at 23:59:42 (six seconds
+after the daemon's start); at 23:59:48 `backup` takes the pool's one slot for six
+seconds and `transform` finds it full; from midnight `ingest` is excluded by the
+German holidays (25 December) and `backup` launches again. Each step of the scenario
+is four seconds or more from the one it must not overlap. Runs of a dependent start
+when their upstream's run ends, a few milliseconds later on the daemon than in the
+simulation, so a dependent's row is compared by the chain of scheduled occurrences
+that caused it, not by its instant.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from tests.e2e.conftest import Cli, stop, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
-START = "2026-12-24T23:59:14+00:00"
+START = "2026-12-24T23:59:36+00:00"
 END = "2026-12-25T00:00:00.000Z"
 CONFIG = """\
 version: 1
@@ -36,16 +38,15 @@ calendars:
 pools:
   heavy: {slots: 1}
 flows:
-  quick: {steps: [{id: go, run: [sleep, "2"]}]}
-  blip: {steps: [{id: go, run: [sleep, "1"]}]}
-  long: {steps: [{id: go, run: [sleep, "16"]}]}
+  quick: {steps: [{id: go, run: [sleep, "1"]}]}
+  long: {steps: [{id: go, run: [sleep, "6"]}]}
 triggers:
-  - {id: ingest, flow: quick, cron: "*/20 * * * * *", exclude: [de]}
+  - {id: ingest, flow: quick, cron: "42,48,0 * * * * *", exclude: [de]}
   - {id: transform, flow: quick, after: {trigger: ingest, outcome: completed}, pool: heavy}
-  - {id: publish, flow: blip, after: {trigger: transform, outcome: completed}}
-  - {id: backup, flow: long, cron: "0,30 * * * * *", pool: heavy}
+  - {id: publish, flow: quick, after: {trigger: transform, outcome: completed}}
+  - {id: backup, flow: long, cron: "48,0 * * * * *", pool: heavy}
 """
-DURATIONS = ["ingest=2s", "transform=2s", "publish=1s", "backup=16s"]
+DURATIONS = ["ingest=1s", "transform=1s", "publish=1s", "backup=6s"]
 
 
 def _daemon(cli: Cli, config: Path, log: Path) -> subprocess.Popen[str]:

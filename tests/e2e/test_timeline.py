@@ -16,7 +16,9 @@ from tests.e2e.conftest import Cli, stop, wait_for
 from tests.svg_picture import ids, parse, shapes, texts
 from triggers.clock import iso
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
+# One worker runs the module (`--dist loadgroup`): its module-scoped daemon and
+# ledger are built once, not once on each worker that gets one of its tests.
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240), pytest.mark.xdist_group("timeline")]
 
 DECLARATIONS = textwrap.dedent(
     """\
