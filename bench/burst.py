@@ -101,7 +101,7 @@ def ledger(
             result[f"{name}_ms_p50"] = round(percentile(values, 0.5), 1)
             result[f"{name}_ms_p99"] = round(percentile(values, 0.99), 1)
             result[f"{name}_ms_max"] = round(max(values), 1)
-    if step_starts:
+    if step_starts and rows:
         # Punctuality: of the burst's occurrences, the share whose step started
         # within 50 ms and within 1 s of their second.
         result["within_50ms"] = round(sum(1 for v in starts if v <= 50) / len(rows), 4)

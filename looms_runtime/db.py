@@ -107,8 +107,8 @@ class Database:
             yield joined  # inside `shared_write` on this thread: its transaction
             return
         self._write_lock.acquire(urgent=urgent)
-        self._writes += 1
         try:
+            self._writes += 1
             with self.engine.connect() as conn:
                 writer = conn.execution_options(**{_WRITE: True})
                 with writer.begin():
@@ -233,11 +233,16 @@ class _PriorityLock:
                 try:
                     while self._owner is not None or line[0] != me or (not urgent and urgent_line):
                         self._cond.wait()
+                    line.popleft()
+                    self._owner, self._depth = me, 1
                 except BaseException:
-                    line.remove(me)
+                    if me in line:
+                        line.remove(me)
+                    if self._owner == me:
+                        self._owner, self._depth = None, 0
                     self._cond.notify_all()  # the next in line may be first now
                     raise
-                line.popleft()
+                return
             self._owner = me
             self._depth = 1
 

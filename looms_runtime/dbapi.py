@@ -89,7 +89,7 @@ class SqliteRows:
         self._conn = conn
 
     def all(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
-        return self._conn.execute(sql, tuple(params)).fetchall()
+        return self._conn.execute(_placeholders(sql, "qmark"), tuple(params)).fetchall()
 
 
 class EngineRows:
@@ -109,10 +109,21 @@ class EngineRows:
 
 @lru_cache(maxsize=512)
 def _placeholders(sql: str, style: str) -> str:
+    """`sql` with its `?` placeholders in the driver's `style`.
+
+    Checked alike for every style, so that a query SQLite's tests pass also runs on
+    PostgreSQL: no `%` in the text (a LIKE pattern belongs in a parameter), no `?`
+    inside a quoted literal (it would be taken for a placeholder there).
+
+    Raises:
+        ValueError: the text breaks one of these, or `style` is not supported.
+    """
+    if "%" in sql:
+        raise ValueError(f"a '%' in the text of a read query: {sql!r}")
+    if any("?" in literal for literal in sql.split("'")[1::2]):
+        raise ValueError(f"a '?' inside a quoted literal of a read query: {sql!r}")
     if style == "qmark":
         return sql
-    if "%" in sql:  # a LIKE pattern belongs in a parameter, not in the text
-        raise ValueError(f"a '%' in the text of a read query: {sql!r}")
     if style in ("format", "pyformat"):
         return sql.replace("?", "%s")
     raise ValueError(f"unsupported paramstyle {style!r}")
@@ -154,21 +165,27 @@ class SqliteReads:
     def __init__(self, path: str, *, busy_timeout_ms: int = 10_000) -> None:
         self.path = path
         self._busy_timeout_ms = busy_timeout_ms
-        self._conn: sqlite3.Connection | None = None
         self._shared = threading.local()
+        """Per thread: its connection, and the rows of its shared read."""
+        self._opened: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
 
     def _connection(self) -> sqlite3.Connection:
-        if self._conn is None:
+        """This thread's connection (a `sqlite3` connection is not for two threads at once)."""
+        conn: sqlite3.Connection | None = getattr(self._shared, "conn", None)
+        if conn is None:
             conn = sqlite3.connect(
                 f"file:{quote(self.path)}?mode=ro",
                 uri=True,
                 timeout=self._busy_timeout_ms / 1000,
                 isolation_level=None,  # BEGIN is ours
-                check_same_thread=False,
+                check_same_thread=False,  # closed by `dispose`, from any thread
             )
             conn.execute(f"PRAGMA busy_timeout={int(self._busy_timeout_ms)}")
-            self._conn = conn
-        return self._conn
+            self._shared.conn = conn
+            with self._lock:
+                self._opened.append(conn)
+        return conn
 
     @contextmanager
     def read(self) -> Iterator[Rows]:
@@ -177,12 +194,14 @@ class SqliteReads:
             yield shared
             return
         conn = self._connection()
+        if conn.in_transaction:  # a read inside a read of this thread's: it joins it
+            yield SqliteRows(conn)
+            return
         conn.execute("BEGIN")
         try:
             yield SqliteRows(conn)
         finally:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")  # a read: nothing to keep
+            conn.rollback()  # a read: nothing to keep (and none to end once it failed)
 
     @contextmanager
     def shared_read(self) -> Iterator[None]:
@@ -197,9 +216,11 @@ class SqliteReads:
                 self._shared.rows = None
 
     def dispose(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+        with self._lock:
+            opened, self._opened = self._opened, []
+        for conn in opened:
+            conn.close()
+        self._shared = threading.local()
 
 
 def read_source(db: Database | ReadSource) -> ReadSource:

@@ -6,6 +6,7 @@ refuses, in its words."""
 from __future__ import annotations
 
 import sqlite3
+import threading
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -297,5 +298,47 @@ def test_a_read_only_source_refuses_a_write_by_name(filled: tuple[Database, str]
             SqlAuditLog(source).record(
                 AuditEntry(at=T0, action=ActionKind.PAUSE, actor=Actor(host="h", user="u"))
             )
+    finally:
+        source.dispose()
+
+
+def test_a_read_inside_a_read_joins_it_and_each_thread_has_its_own(
+    filled: tuple[Database, str],
+) -> None:
+    _, path = filled
+    source = SqliteReads(path)
+    found: list[object] = []
+    try:
+        with source.read() as outer, source.read() as inner:
+            found.append(inner.all("SELECT count(*) FROM fires")[0][0])
+            found.append(outer.all("SELECT count(*) FROM fires")[0][0])
+
+            def elsewhere() -> None:
+                with source.read() as rows:
+                    found.append(rows.all("SELECT count(*) FROM fires")[0][0])
+
+            thread = threading.Thread(target=elsewhere)
+            thread.start()
+            thread.join(30)
+    finally:
+        source.dispose()
+    assert found == [3, 3, 3]
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT id FROM fires WHERE trigger_id LIKE 'a%'",
+        "SELECT id FROM fires WHERE trigger_id = 'why?'",
+    ],
+)
+def test_read_sql_that_would_fail_on_postgresql_is_refused_on_sqlite_too(
+    filled: tuple[Database, str], sql: str
+) -> None:
+    _, path = filled
+    source = SqliteReads(path)
+    try:
+        with source.read() as rows, pytest.raises(ValueError, match="read query"):
+            rows.all(sql)
     finally:
         source.dispose()

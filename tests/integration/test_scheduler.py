@@ -501,6 +501,10 @@ def test_a_stop_during_a_tick_leaves_the_rest_for_the_next_daemon_each_claimed_o
     h.step()
     h.close()
     assert batches == [CLAIM_BATCH]
+    # The scheduler's own view agrees: an unclaimed trigger is still due.
+    last = h.scheduler.entries[f"t{count - 1:03d}"]
+    assert last.due_at is not None
+    assert last.watermark_at < occurrence <= last.due_at
     assert len([r for r in h.history() if r.occurrence_at == occurrence]) == CLAIM_BATCH
 
     after = Harness(

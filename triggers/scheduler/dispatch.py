@@ -166,19 +166,24 @@ class Dispatcher:
         stale = self.record_ranges(ranges, report) if ranges else set()
         if stale:
             requests = [r for r in requests if r.trigger_id not in stale]
+        unclaimed: set[str] = set()
         if requests:
             for batch in claim_batches(requests, CLAIM_BATCH):
                 if self._stopping.is_set():
                     # Stopping: the rest stay unclaimed, due still in the store (their
                     # watermarks did not move), for the next daemon to claim or catch up.
                     report.unclaimed += len(batch)
+                    unclaimed.update(request.trigger_id for request in batch)
                     continue
                 stale |= self._claim(batch, report)
-            if report.unclaimed:
-                log.info("stopping_left_unclaimed", occurrences=report.unclaimed)
+        if unclaimed:
+            log.info("stopping_left_unclaimed", occurrences=report.unclaimed)
         for entry in due:
-            self._reschedule_after_dispatch(entry, plans.get(entry.trigger.spec.id), stale)
-        if stale:
+            if entry.trigger.spec.id in unclaimed:
+                self._timetable.reschedule(entry)  # its watermark unmoved: due still
+            else:
+                self._reschedule_after_dispatch(entry, plans.get(entry.trigger.spec.id), stale)
+        if stale and not self._stopping.is_set():
             self._refresh(stale, report, decide=not refreshed)
 
     def _requirements(self, requests: list[ClaimRequest]) -> list[ClaimRequest]:

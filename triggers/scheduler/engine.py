@@ -463,7 +463,9 @@ class Scheduler:
     def _alerting(self, trigger_ids: set[str]) -> bool:
         """Whether a settlement of these triggers' runs may have raised an alert: one of
         them has an alert rule, or is not in this daemon's timetable (declared since by
-        another daemon's apply). The sender otherwise finds the outbox as it left it."""
+        another daemon's apply). The sender otherwise finds the outbox as it left it;
+        an alert this misses (a rule added by an apply this daemon has not read yet,
+        one a claim raised) goes at the sender's next interval, a second later."""
         entries = self._timetable.entries
         for trigger_id in trigger_ids:
             entry = entries.get(trigger_id)

@@ -20,8 +20,8 @@ from triggers.alert_rules import AlertEvent, AlertFacts, AlertRule, alert_payloa
 from triggers.clock import from_ms, to_ms
 from triggers.model import Outcome, Trigger
 from triggers.store._decide import TriggerView
+from triggers.store._read_sql import chunks
 from triggers.store._sql_common import (
-    chunks,
     executemany,
     lock_triggers,
     read_triggers,

@@ -18,7 +18,7 @@ from triggers.errors import StoreError
 from triggers.model import Action, Outcome, Reason, Trigger, idempotency_key
 from triggers.store._buffers import OWN_KINDS, Active, BufferPlan, Waiting, resolve_buffer
 from triggers.store._fire_row import new_reservation
-from triggers.store._sql_common import chunks
+from triggers.store._read_sql import chunks
 from triggers.store._sql_pools import lock_pools, pool_use
 from triggers.store.protocol import Reserved
 from triggers.store.schema import fires, triggers

@@ -27,7 +27,8 @@ from triggers.errors import (
 )
 from triggers.model import Outcome, Trigger
 from triggers.store._alerts import raise_alerts
-from triggers.store._sql_common import chunks, lock_triggers
+from triggers.store._read_sql import chunks
+from triggers.store._sql_common import lock_triggers
 from triggers.store.protocol import ClaimRequest, RangeRecord, RangeSplit
 from triggers.store.schema import fires, triggers
 

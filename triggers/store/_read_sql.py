@@ -12,10 +12,10 @@ lists equal to the tables'.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from datetime import datetime
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from looms_runtime.dbapi import Row, Rows, as_rows, marks
 from triggers.alert_rules import AlertRecord
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
 
 CHUNK = 400  # bound parameters per IN (...) list, well under SQLite's limit
+T = TypeVar("T")
 
 TRIGGER_STATE = (
     "id",
@@ -99,7 +100,8 @@ HEARTBEAT = (
 )
 
 
-def chunks(items: Sequence[Any], size: int = CHUNK) -> Iterable[Sequence[Any]]:
+def chunks(items: Sequence[T], size: int = CHUNK) -> Iterator[Sequence[T]]:
+    """`items` in parts of `size` (an IN list's bound parameters)."""
     for start in range(0, len(items), size):
         yield items[start : start + size]
 
@@ -152,7 +154,7 @@ def heartbeat(row: Row) -> Heartbeat:
     )
 
 
-def trigger_state(row: Row) -> dict[str, Any]:
+def state_values(row: Row) -> dict[str, Any]:
     """A row of `TRIGGER_STATE` by column, its instants and flags decoded."""
     found: dict[str, Any] = {}
     for name, value in zip(TRIGGER_STATE, row, strict=True):
@@ -208,7 +210,7 @@ def read_triggers(
 ) -> dict[str, Trigger | StoreError]:
     """The triggers `STATE_SELECT` + `where` (its conditions, order and limit) finds."""
     found = rows.all(f"{STATE_SELECT} {where}", params)
-    return decode_triggers(rows, [trigger_state(row) for row in found])
+    return decode_triggers(rows, [state_values(row) for row in found])
 
 
 # -- the dashboard's search (`find_triggers`) ------------------------------------------

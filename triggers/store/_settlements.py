@@ -19,10 +19,10 @@ from triggers.model import FireRecord, Outcome, Trigger
 from triggers.store import _codec
 from triggers.store._alerts import alert_settlements
 from triggers.store._dependents import SettledRun
+from triggers.store._read_sql import chunks
 from triggers.store._sql_claim_rows import follow_settled
 from triggers.store._sql_common import (
     adjust_active,
-    chunks,
     executemany,
     lock_trigger_rows,
     lock_triggers,

@@ -26,7 +26,8 @@ from triggers.store._decide import StoredTrigger
 from triggers.store._dependents import SettledRun, dependent_rows
 from triggers.store._fire_row import FireRow, encode_runs
 from triggers.store._ranges import apply_splits, covered_by_ranges
-from triggers.store._sql_common import chunks, executemany, lock_triggers, read_dependents
+from triggers.store._read_sql import chunks
+from triggers.store._sql_common import executemany, lock_triggers, read_dependents
 from triggers.store._sql_pools import lock_pools, pool_use
 from triggers.store._sql_upstream_runs import SqlUpstreamRuns
 from triggers.store.protocol import ClaimRequest, PoolUse, RangeSplit, Settlement

@@ -8,9 +8,9 @@ cannot deadlock on each other.
 from __future__ import annotations
 
 import operator
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -21,17 +21,9 @@ if TYPE_CHECKING:
 from triggers.clock import to_ms
 from triggers.errors import StoreError
 from triggers.model import Trigger
-from triggers.store._read_sql import decode_triggers
+from triggers.store._read_sql import chunks, decode_triggers
 from triggers.store.protocol import Reserved
 from triggers.store.schema import fires, trigger_upstreams, triggers
-
-T = TypeVar("T")
-CHUNK = 400  # bound parameters per IN (...) list, well under SQLite's limit
-
-
-def chunks(items: Sequence[T], size: int = CHUNK) -> Iterator[Sequence[T]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
 
 
 def fire_key(claim: Reserved) -> tuple[sa.ColumnElement[bool], ...]:

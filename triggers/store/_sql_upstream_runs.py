@@ -12,7 +12,7 @@ from sqlalchemy.engine import Connection
 from triggers.model import AFTER_KEY_PREFIX, Outcome
 from triggers.store._dependents import SettledRun
 from triggers.store._fire_row import decode_runs
-from triggers.store._sql_common import chunks
+from triggers.store._read_sql import chunks
 from triggers.store.schema import fires
 
 _SETTLED = [Outcome.COMPLETED.value, Outcome.FAILED.value, Outcome.CANCELLED.value]
