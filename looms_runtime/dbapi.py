@@ -72,7 +72,11 @@ def marks(count: int) -> str:
 
 
 def _json_text(value: Any) -> Any:
-    return None if value is None else json.loads(value)
+    """A JSON column's value on SQLite: its text, decoded. A bare number comes back a
+    number (the column's numeric affinity stores the text `3` as the integer 3)."""
+    if value is None or isinstance(value, int | float):
+        return value
+    return json.loads(value)
 
 
 def _json_decoded(value: Any) -> Any:

@@ -5,6 +5,7 @@ refuses, in its words."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
@@ -342,3 +343,17 @@ def test_read_sql_that_would_fail_on_postgresql_is_refused_on_sqlite_too(
             rows.all(sql)
     finally:
         source.dispose()
+
+
+@pytest.mark.parametrize("document", [3, 2.5, "3", True, None, [1, "a"], {"n": 1}])
+def test_a_json_column_decodes_bare_numbers_as_sqlalchemy_does(
+    tmp_path: Path, document: object
+) -> None:
+    # SQLite gives a JSON column numeric affinity: the text `3` is stored as 3.
+    path = tmp_path / "json.sqlite"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE j (v JSON)")
+        conn.execute("INSERT INTO j (v) VALUES (?)", (json.dumps(document),))
+    with sqlite3.connect(path) as conn:
+        rows = SqliteRows(conn)
+        assert rows.json(rows.all("SELECT v FROM j")[0][0]) == document
