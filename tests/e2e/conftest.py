@@ -137,9 +137,11 @@ def three_daemons_with_a_kill(
     what: str,
 ) -> list[Cli]:
     """Three daemons (hosts `host-0`..`host-2`) on one database: once `reached(cli, n)`
-    holds for the first count the first is SIGKILLed (its work is taken over), after the
-    second it is started again, after the third all are stopped with SIGTERM, each
-    asserted to exit 0. Returns the three hosts' CLIs."""
+    holds for the first count, the daemon that claimed the newest ledger row is
+    SIGKILLed (so its triggers' work must be taken over by another: the triggers are
+    divided among the daemons, and a few may all fall to one), after the second it is
+    started again, after the third all are stopped with SIGTERM, each asserted to exit
+    0. Returns the three hosts' CLIs."""
     clis = [on_host(Cli(database_url, workdir), f"host-{n}") for n in range(3)]
     first, second, third = counts
     daemons: list[subprocess.Popen[str]] = []
@@ -147,10 +149,14 @@ def three_daemons_with_a_kill(
         for n, cli in enumerate(clis):
             daemons.append(cli.daemon(config, workdir / f"daemon-{n}.log"))
         wait_for(lambda: reached(clis[0], first), timeout=90, what=f"{first} {what}")
-        daemons[0].kill()
-        daemons[0].wait(timeout=30)
-        wait_for(lambda: reached(clis[1], second), timeout=120, what=f"{second} {what}")
-        daemons[0] = clis[0].daemon(config, workdir / "daemon-0-again.log")
+        newest = clis[0].json("history", "--limit", "1")
+        hosts = [f"host-{n}" for n in range(3)]
+        victim = hosts.index(newest[0]["host"]) if newest and newest[0].get("host") in hosts else 0
+        daemons[victim].kill()
+        daemons[victim].wait(timeout=30)
+        other = clis[(victim + 1) % 3]
+        wait_for(lambda: reached(other, second), timeout=120, what=f"{second} {what}")
+        daemons[victim] = clis[victim].daemon(config, workdir / f"daemon-{victim}-again.log")
         wait_for(lambda: reached(clis[2], third), timeout=120, what=f"{third} {what}")
     finally:
         codes = []
@@ -161,6 +167,6 @@ def three_daemons_with_a_kill(
             except subprocess.TimeoutExpired:
                 daemon.kill()
                 codes.append(None)
-    # The first daemon was SIGKILLed and started again: the one in the list is new.
+    # The killed daemon was started again: the one in the list is new.
     assert len(codes) == 3 and all(code == 0 for code in codes), codes
     return clis

@@ -78,8 +78,7 @@ def test_three_daemons_with_a_kill_fire_the_dependent_once_per_upstream_run(
     assert sorted(keyed) == sorted(
         f"report:after:{r['upstream_run_id']}" for r in reports if r["run_id"]
     )
-    # Several daemons took part (which claims each second is a race: on a loaded
-    # machine one daemon may win every upstream occurrence, so all rows count).
+    # Several daemons took part: the one that claimed was killed, another took over.
     assert len({r["host"] for r in rows if r["host"]}) >= 2
 
 
